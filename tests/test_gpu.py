@@ -1,0 +1,155 @@
+"""gpu_doctor.py: its report on this machine, the JSON form, exit codes, and the
+diagnosis branches that a machine without a GPU can only simulate."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCTOR = ROOT / "snippets" / "gpu" / "gpu_doctor.py"
+CPU_ONLY = torch.version.cuda is None and torch.version.hip is None
+KEYS = {"torch", "python", "platform", "build", "cuda_runtime", "hip", "cudnn",
+        "cuda_visible_devices", "nvidia_smi", "cuda_available", "device_count",
+        "init_warnings", "devices", "gpu_used", "reason", "notes"}
+OLD_DRIVER = ("CUDA initialization: The NVIDIA driver on your system is too old "
+              "(found version 12020). Please update your GPU driver.")
+
+
+def run_doctor(*args: str, **env: str) -> subprocess.CompletedProcess:
+    """The doctor as a reader runs it, in a fresh process; CUDA_VISIBLE_DEVICES only if given."""
+    environ = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"} | env
+    return subprocess.run([sys.executable, str(DOCTOR), *args], capture_output=True,
+                          text=True, env=environ, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def doctor():
+    spec = importlib.util.spec_from_file_location("gpu_doctor", DOCTOR)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def report() -> dict:
+    proc = run_doctor("--json")
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def simulated(doctor, **changes) -> dict:
+    """A report from a CUDA build that sees no GPU, with `changes` applied."""
+    base = {"torch": "2.13.0+cu130", "build": "cuda", "cuda_runtime": "13.0",
+            "cuda_visible_devices": None, "init_warnings": [], "gpu_used": False,
+            "nvidia_smi": {"returncode": 0, "lines": ["NVIDIA H100 80GB HBM3, 580.65.06, 81559 MiB"]},
+            "devices": [{"device": "cpu", "name": "CPU", "matmul": {"ok": True, "max_abs_diff": 1e-5}}]}
+    return base | changes
+
+
+def test_text_report_exits_zero_and_names_the_build():
+    proc = run_doctor()
+    assert proc.returncode == 0, proc.stderr
+    assert torch.__version__ in proc.stdout and "Verdict:" in proc.stdout
+    if CPU_ONLY:
+        assert "(CPU-only build)" in proc.stdout and "[cpu-only-build]" in proc.stdout
+
+
+def test_json_is_one_object_that_matches_this_torch(report):
+    assert set(report) == KEYS
+    assert report["torch"] == torch.__version__
+    assert report["cuda_runtime"] == torch.version.cuda
+    assert report["cuda_available"] == torch.cuda.is_available()
+    assert report["device_count"] == torch.cuda.device_count()
+    assert report["gpu_used"] == torch.cuda.is_available()
+    assert (report["reason"] is None) == report["gpu_used"]
+    cpu = report["devices"][0]
+    assert cpu["device"] == "cpu" and cpu["matmul"]["ok"] and cpu["matmul"]["max_abs_diff"] < 1e-3
+    assert len(report["devices"]) == 1 + torch.cuda.device_count()
+
+
+@pytest.mark.skipif(not CPU_ONLY, reason="this torch has GPU support")
+def test_json_says_plainly_this_is_a_cpu_only_build(report):
+    assert report["build"] == "cpu" and report["cuda_runtime"] is None
+    assert report["reason"]["code"] == "cpu-only-build"
+    assert "CPU-only build" in report["reason"]["message"]
+
+
+def test_empty_cuda_visible_devices_hides_every_gpu():
+    proc = run_doctor("--json", CUDA_VISIBLE_DEVICES="")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["cuda_visible_devices"] == ""
+    assert report["device_count"] == 0 and not report["gpu_used"]
+    assert report["reason"]["code"] == ("cpu-only-build" if CPU_ONLY else "cuda-visible-devices")
+    assert any("CUDA_VISIBLE_DEVICES=''" in note for note in report["notes"])
+
+
+def test_a_bad_argument_is_the_scripts_own_failure():
+    proc = run_doctor("--no-such-flag")
+    assert proc.returncode == 2 and "usage:" in proc.stderr and proc.stdout == ""
+
+
+@pytest.mark.parametrize("value, hidden", [
+    (None, False), ("", True), (" ", True), ("-1", True), ("-1,0", True),
+    ("0", False), ("0,-1", False), ("1,0", False), ("GPU-8932f937", False),
+])
+def test_which_cuda_visible_devices_values_hide_every_gpu(doctor, value, hidden):
+    assert doctor.hides_all_devices(value) is hidden
+
+
+@pytest.mark.parametrize("changes, code", [
+    ({}, "no-visible-device"),
+    ({"cuda_visible_devices": ""}, "cuda-visible-devices"),
+    ({"cuda_visible_devices": "-1"}, "cuda-visible-devices"),
+    ({"init_warnings": [OLD_DRIVER]}, "driver-too-old"),
+    ({"init_warnings": ["CUDA initialization: Found no NVIDIA driver on your system."]}, "no-driver"),
+    ({"nvidia_smi": None}, "no-driver"),
+    ({"build": "cpu", "cuda_runtime": None, "torch": "2.13.0+cpu"}, "cpu-only-build"),
+])
+def test_diagnosis_of_a_machine_without_a_usable_gpu(doctor, changes, code):
+    assert doctor.diagnose(simulated(doctor, **changes))["code"] == code
+
+
+def test_a_gpu_whose_matmul_fails_is_reported_with_the_error(doctor):
+    gpu = {"device": "cuda:0", "name": "NVIDIA H100", "total_memory_gib": 79.2, "capability": "9.0",
+           "multiprocessors": 132, "matmul": {"ok": False, "error": "CUDA error: no kernel image"}}
+    base = simulated(doctor)
+    reason = doctor.diagnose(base | {"devices": base["devices"] + [gpu]})
+    assert reason["code"] == "gpu-matmul-failed" and "no kernel image" in reason["message"]
+
+
+def test_a_working_gpu_gets_no_reason_and_a_hint(doctor):
+    gpu = {"device": "cuda:0", "name": "NVIDIA H100", "total_memory_gib": 79.2, "capability": "9.0",
+           "multiprocessors": 132, "matmul": {"ok": True, "max_abs_diff": 2e-5}}
+    report = simulated(doctor, gpu_used=True, cuda_available=True, device_count=1,
+                       python="3.11", platform="Linux", cudnn=91000)
+    report["devices"] = report["devices"] + [gpu]
+    report["reason"], report["notes"] = doctor.diagnose(report), doctor.notes(report)
+    text = doctor.render(report)
+    assert report["reason"] is None and "the GPU is usable" in text
+    assert "capability 9.0, 132 SMs" in text and "next(model.parameters()).device" in text
+
+
+def test_an_old_driver_is_diagnosed_end_to_end(doctor, monkeypatch, capsys):
+    """collect() and main() on a simulated CUDA build whose driver is too old."""
+    monkeypatch.setattr(doctor, "build_kind", lambda: "cuda")
+    monkeypatch.setattr(doctor, "probe_cuda", lambda: (False, 0, [OLD_DRIVER]))
+    assert doctor.main(["--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["reason"]["code"] == "driver-too-old" and not report["gpu_used"]
+    assert any("too old" in note for note in report["notes"])
+
+
+@pytest.mark.parametrize("copy", sorted((ROOT / "docs" / "assets" / "gpu").glob("*.zh.svg")),
+                         ids=lambda p: p.name)
+def test_zh_copy_of_a_diagram_is_identical(copy):
+    """The zh build drops unsuffixed assets (fallback_to_default: false), so each
+    diagram has a .zh.svg copy for it; the two must not drift apart."""
+    original = copy.with_name(copy.name.removesuffix(".zh.svg") + ".svg")
+    assert copy.read_bytes() == original.read_bytes()

@@ -1,0 +1,47 @@
+"""Both languages carry the same pages, anchors, includes, outputs, figures and code."""
+
+import pytest
+from tests.pages import (ANCHOR, DOCS, anchors, code_blocks, en_pages, headings, images, includes, is_lab,
+                   notebook_code, outputs, twin, zh_pages)
+
+PAIRS = [p for p in en_pages() if twin(p).is_file()]
+PROSE = [p for p in PAIRS if not is_lab(p)]
+LABS = [p for p in PAIRS if is_lab(p)]
+
+
+def name(page):
+    return page.relative_to(DOCS).as_posix()
+
+
+def test_every_page_has_both_languages():
+    missing = [name(twin(p)) for p in en_pages() + zh_pages() if not twin(p).is_file()]
+    assert not missing, "pages missing a translation: " + ", ".join(missing)
+
+
+@pytest.mark.parametrize("page", PROSE, ids=name)
+def test_every_heading_has_an_explicit_anchor(page):
+    for path in (page, twin(page)):
+        text = path.read_text(encoding="utf-8")
+        bare = [h for h in headings(text) if not ANCHOR.search(h)]
+        assert not bare, f"{name(path)}: headings without {{ #anchor }}: {bare}"
+
+
+@pytest.mark.parametrize("page", PROSE, ids=name)
+def test_same_structure(page):
+    en = page.read_text(encoding="utf-8")
+    zh = twin(page).read_text(encoding="utf-8")
+    for what in (anchors, includes, outputs, images, code_blocks):
+        assert what(en) == what(zh), f"{name(page)}: {what.__name__} differ between en and zh"
+
+
+@pytest.mark.parametrize("page", LABS, ids=name)
+def test_same_notebook_code(page):
+    en, zh = notebook_code(page), notebook_code(twin(page))
+    assert en, f"{name(page)} has no code cell"
+    assert en == zh, f"{name(page)}: code cells differ between en and zh"
+
+
+def test_anchors_unique_per_page():
+    for page in en_pages():
+        found = anchors(page.read_text(encoding="utf-8"))
+        assert len(found) == len(set(found)), f"{name(page)}: duplicate anchors {found}"

@@ -1,0 +1,41 @@
+"""Every snippet runs to the end and its asserts pass: one test per snippet."""
+
+import pytest
+import snippet_runner
+
+SNIPPETS = snippet_runner.discover()
+
+
+def test_snippets_exist():
+    assert SNIPPETS, "no snippet found under snippets/"
+
+
+@pytest.mark.parametrize("path", SNIPPETS, ids=snippet_runner.relative)
+def test_snippet_runs(path, snippet_results):
+    result = snippet_results[snippet_runner.relative(path)]
+    assert result.ok, result.failure()
+    assert result.stdout.strip(), f"{result.path} printed nothing for its page"
+
+
+def test_cache_key_follows_content(tmp_path, monkeypatch):
+    """A changed snippet or a changed local import gets a new key; nothing else does."""
+    monkeypatch.setattr(snippet_runner, "SNIPPETS", tmp_path)
+    monkeypatch.setattr(snippet_runner, "ROOT", tmp_path)
+    helper = tmp_path / "_helper.py"
+    helper.write_text("X = 1\n")
+    snippet = tmp_path / "demo.py"
+    snippet.write_text("import _helper\nprint(_helper.X)\n")
+    first = snippet_runner.cache_key(snippet)
+    assert snippet_runner.cache_key(snippet) == first
+    helper.write_text("X = 2\n")
+    second = snippet_runner.cache_key(snippet)
+    snippet.write_text("import _helper\nprint(_helper.X + 1)\n")
+    assert len({first, second, snippet_runner.cache_key(snippet)}) == 3
+
+
+def test_options_are_read(tmp_path):
+    snippet = tmp_path / "slow.py"
+    snippet.write_text('"""Doc."""\n# snippet: timeout=7 serial\nprint(1)\n')
+    assert snippet_runner.options(snippet) == (7, True)
+    snippet.write_text("print(1)\n")
+    assert snippet_runner.options(snippet) == (snippet_runner.DEFAULT_TIMEOUT, False)
