@@ -7,6 +7,8 @@ Labs are jupytext-markdown files, ``docs/labs/<name>.md`` and ``<name>.zh.md``
   page as ``<name>.ipynb`` (under ``zh/`` for Chinese), and linked by a button under
   the page title. Material has no such button for notebooks, and mkdocs-jupyter's
   ``include_source`` would offer the ``.md`` source instead.
+* Keyboard: code cells that scroll sideways get ``tabindex="0"``, as their outputs
+  already have, so that keyboard users can scroll them (axe: scrollable-region-focusable).
 * Cache: static-i18n runs one build per language and mkdocs-jupyter evicts, after
   each build, every cache entry that build did not use, so the two languages evict
   each other and the cache never hits. One cache folder per language fixes that.
@@ -32,6 +34,7 @@ def on_pre_build(config):
     config.plugins["mkdocs-jupyter"].config["cache_dir"] = str(CACHE / language(config))
 
 
+CODE_CELL = '<div class="highlight-ipynb hl-python">'
 BUTTON = {"en": "Download this notebook (.ipynb)", "zh": "下载本 notebook（.ipynb）"}
 
 
@@ -60,5 +63,6 @@ def on_page_content(html, page, config, files):
     name = page.file.src_uri.removeprefix("labs/").split(".")[0]
     button = (f'<p><a class="md-button" href="{name}.ipynb" download>'
               f"{BUTTON[language(config)]}</a></p>")
+    html = html.replace(CODE_CELL, CODE_CELL[:-1] + ' tabindex="0">')
     head, sep, rest = html.partition("</h1>")
     return head + sep + button + rest if sep else button + html

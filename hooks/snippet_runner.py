@@ -156,9 +156,11 @@ def relative(path: Path) -> str:
     return path.resolve().relative_to(ROOT).as_posix()
 
 
-def execute(path: Path, timeout: int, outdir: Path) -> Result:
+def execute(path: Path, timeout: int, outdir: Path, threads: int | None) -> Result:
     """Run one snippet in its own process group; kill the whole group when done."""
     env = dict(os.environ, SNIPPET_OUTPUT_DIR=str(outdir), MPLBACKEND="Agg", PYTHONUNBUFFERED="1")
+    if threads and "OMP_NUM_THREADS" not in os.environ:
+        env["OMP_NUM_THREADS"] = str(threads)
     start = time.perf_counter()
     proc = subprocess.Popen([sys.executable, str(path)], cwd=ROOT, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
@@ -178,8 +180,11 @@ def execute(path: Path, timeout: int, outdir: Path) -> Result:
                   timeout, environment(), figures=sorted(p.name for p in outdir.iterdir()))
 
 
-def run(path: Path) -> Result:
-    """The snippet's result: from the cache when its key is known, else a fresh run."""
+def run(path: Path, threads: int | None = None) -> Result:
+    """The snippet's result: from the cache when its key is known, else a fresh run.
+
+    ``threads`` caps torch's intra-op threads (OMP_NUM_THREADS) for the run.
+    """
     entry = cache_dir() / cache_key(path)
     stored = entry / "result.json"
     if stored.is_file():
@@ -188,7 +193,7 @@ def run(path: Path) -> Result:
     with tempfile.TemporaryDirectory() as tmp:
         outdir = Path(tmp) / "generated" / relative(path).removeprefix("snippets/").removesuffix(".py")
         outdir.mkdir(parents=True)
-        result = execute(path, timeout, outdir)
+        result = execute(path, timeout, outdir, threads)
         if result.ok:  # failures are never cached
             (Path(tmp) / "result.json").write_text(json.dumps(asdict(result), indent=1), encoding="utf-8")
             entry.parent.mkdir(parents=True, exist_ok=True)
@@ -198,11 +203,15 @@ def run(path: Path) -> Result:
 
 
 def run_all(paths: list[Path]) -> dict[str, Result]:
-    """Run snippets one per core, then the serial ones alone."""
+    """Run snippets one per core, each with one thread, then the serial ones alone.
+
+    Two torch processes with two threads each on two cores slowed small snippets
+    several times over; serial snippets (timings) get every core.
+    """
     parallel = [p for p in paths if not options(p)[1]]
     serial = [p for p in paths if options(p)[1]]
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        results = list(pool.map(run, parallel))
+        results = list(pool.map(lambda p: run(p, threads=1), parallel))
     results += [run(p) for p in serial]
     return {r.path: r for r in results}
 

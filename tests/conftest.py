@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -21,10 +22,12 @@ import snippet_runner  # noqa: E402
 
 
 def pytest_configure(config):
-    cache = Path(config.cache.mkdir("session")) / "snippets"  # under .pytest_cache
-    shutil.rmtree(cache, ignore_errors=True)
-    os.environ["SNIPPET_CACHE_DIR"] = str(cache)
+    os.environ["SNIPPET_CACHE_DIR"] = tempfile.mkdtemp(prefix="snippet-cache-")
     os.environ["NO_MKDOCS_2_WARNING"] = "1"
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(os.environ["SNIPPET_CACHE_DIR"], ignore_errors=True)
 
 
 OFFLINE = ["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$@"', "offline"]

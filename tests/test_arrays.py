@@ -7,17 +7,16 @@ import subprocess
 import sys
 
 import pytest
-import snippet_runner
 import torch
 
-SNIPPETS = snippet_runner.SNIPPETS / "arrays"
-
-
-def output_of(name: str) -> str:
-    """A snippet's stdout, from this session's cache when the snippet already ran."""
-    result = snippet_runner.run(SNIPPETS / name)
-    assert result.ok, result.failure()
-    return result.stdout
+@pytest.fixture
+def output_of(snippet_results):
+    """A snippet's stdout, from this session's build."""
+    def stdout(name: str) -> str:
+        result = snippet_results[f"snippets/arrays/{name}"]
+        assert result.ok, result.failure()
+        return result.stdout
+    return stdout
 
 
 def test_torch_exports_cai_version_2_without_stream():
@@ -27,13 +26,13 @@ def test_torch_exports_cai_version_2_without_stream():
 
 
 @pytest.mark.skipif(not torch.__version__.startswith("2.13."), reason="the abort is documented for torch 2.13")
-def test_negative_stride_guard_reports_the_abort():
+def test_negative_stride_guard_reports_the_abort(output_of):
     lines = [line for line in output_of("dlpack.py").splitlines() if line.startswith("torch.from_dlpack(np.arange")]
     assert len(lines) == 1 and "killed by SIGABRT" in lines[0] and "Storage size calculation overflowed" in lines[0]
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU the kernels run on the device")
-def test_numba_kernel_uses_the_simulator_without_a_gpu():
+def test_numba_kernel_uses_the_simulator_without_a_gpu(output_of):
     first = output_of("numba_kernel.py").splitlines()[0]
     assert "simulator on the CPU" in first and "Built-in" in first
 
@@ -48,6 +47,6 @@ def test_simulator_claims_to_have_cuda():
 
 @pytest.mark.skipif(importlib.util.find_spec("cupy") is not None and torch.cuda.is_available(),
                     reason="CuPy can run here")
-def test_cupy_snippet_prints_only_why_it_skipped():
+def test_cupy_snippet_prints_only_why_it_skipped(output_of):
     lines = output_of("cupy_interop.py").splitlines()
     assert len(lines) == 1 and lines[0].startswith("CuPy examples skipped, nothing ran:")

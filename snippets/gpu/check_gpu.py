@@ -1,0 +1,148 @@
+"""Is PyTorch using the GPU? Each check, run device-agnostically."""
+
+import contextlib
+import io
+import json
+import shutil
+import subprocess
+
+import gpu_doctor
+
+# --8<-- [start:build]
+import torch
+
+print("torch:", torch.__version__, "| torch.version.cuda:", torch.version.cuda,
+      "| cuDNN:", torch.backends.cudnn.version())
+print("torch.cuda.is_available():", torch.cuda.is_available(),
+      "| torch.cuda.device_count():", torch.cuda.device_count())
+assert torch.cuda.is_available() == (torch.cuda.device_count() > 0)
+if torch.version.cuda is None and torch.version.hip is None:  # a CPU-only build
+    assert not torch.cuda.is_available() and "+cpu" in torch.__version__
+# --8<-- [end:build]
+
+# --8<-- [start:accelerator]
+accelerator = torch.accelerator.current_accelerator(check_available=True)
+device = accelerator or torch.device("cpu")
+print("torch.accelerator.is_available():", torch.accelerator.is_available())
+print("current_accelerator(check_available=True):", accelerator)
+print("device:", device)
+assert (accelerator is None) != torch.accelerator.is_available()
+# --8<-- [end:accelerator]
+
+
+# --8<-- [start:queries]
+def outcome(query) -> str:
+    """What a torch.cuda query returns here, or the exception it raises."""
+    try:
+        return repr(query())
+    except (AssertionError, RuntimeError) as error:
+        return f"raises {type(error).__name__}: {error}"
+
+
+QUERIES = {
+    "current_device()": torch.cuda.current_device,
+    "get_device_name(0)": lambda: torch.cuda.get_device_name(0),
+    "get_device_capability(0)": lambda: torch.cuda.get_device_capability(0),
+    "mem_get_info()": torch.cuda.mem_get_info,
+    "synchronize()": torch.cuda.synchronize,
+    "memory_allocated()": torch.cuda.memory_allocated,
+    "max_memory_allocated()": torch.cuda.max_memory_allocated,
+}
+outcomes = {name: outcome(query) for name, query in QUERIES.items()}
+print("torch.cuda queries:")
+for name, result in outcomes.items():
+    print(f"  {name:<24} {result}")
+raised = [name for name, said in outcomes.items() if said.startswith("raises")]
+if torch.cuda.is_available():
+    assert raised == []
+else:
+    assert "current_device()" in raised and "memory_allocated()" not in raised
+if torch.version.cuda is None and torch.version.hip is None:
+    assert raised == list(QUERIES)[:5], "measured on torch 2.13 +cpu"
+# --8<-- [end:queries]
+
+# --8<-- [start:where]
+x = torch.ones(3, device=device)
+model = torch.nn.Linear(3, 2).to(device)
+print("x.device:", x.device, "| x.is_cuda:", x.is_cuda,
+      "| next(model.parameters()).device:", next(model.parameters()).device)
+assert x.device.type == next(model.parameters()).device.type == device.type
+assert x.is_cuda == (device.type == "cuda")
+if device.type == "cuda":
+    print("torch.cuda.memory_allocated():", torch.cuda.memory_allocated())
+    assert torch.cuda.memory_allocated() > 0
+# --8<-- [end:where]
+
+
+# --8<-- [start:mismatch]
+def add_cuda_to_cpu() -> str:
+    """The error raised by one operation on a CUDA tensor and a CPU tensor."""
+    try:
+        torch.ones(3, device="cuda") + torch.ones(3)
+    except RuntimeError as error:
+        return str(error)
+    raise AssertionError("mixing devices must fail")
+
+
+if torch.cuda.is_available():
+    message = add_cuda_to_cpu()
+else:  # fake tensors have a device and a shape but no data: no GPU needed
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        message = add_cuda_to_cpu()
+print(message)
+assert message.startswith("Expected all tensors to be on the same device")
+# --8<-- [end:mismatch]
+
+# --8<-- [start:oom]
+assert torch.cuda.OutOfMemoryError is torch.OutOfMemoryError
+assert issubclass(torch.OutOfMemoryError, RuntimeError)
+if torch.cuda.is_available():
+    free, total = torch.cuda.mem_get_info()
+    try:
+        torch.empty(2 * total, dtype=torch.uint8, device="cuda")  # 2× the card
+    except torch.OutOfMemoryError as error:
+        print("torch.OutOfMemoryError:", str(error).splitlines()[0][:90], "...")
+    else:
+        raise AssertionError("allocating twice the GPU memory must fail")
+    torch.cuda.empty_cache()
+else:
+    print("CUDA out of memory: not reproduced, this build has no CUDA device")
+# --8<-- [end:oom]
+
+# --8<-- [start:profiler]
+from torch.profiler import ProfilerActivity, profile
+
+activities = [ProfilerActivity.CPU]
+if torch.cuda.is_available():
+    activities.append(ProfilerActivity.CUDA)
+a = torch.randn(256, 256, device=device)
+with profile(activities=activities) as prof:
+    (a @ a).sum().item()
+ops = {event.key: event for event in prof.key_averages()}
+gpu_us = sum(event.self_device_time_total for event in ops.values())
+print("profiled aten::mm:", "aten::mm" in ops, f"| GPU time: {gpu_us:.0f} µs")
+assert "aten::mm" in ops
+assert (gpu_us > 0) == torch.cuda.is_available()
+# --8<-- [end:profiler]
+
+# --8<-- [start:nvidia-smi]
+smi = shutil.which("nvidia-smi")
+if smi is None:
+    print("nvidia-smi: not on PATH on this machine")
+else:
+    listing = subprocess.run([smi, "-L"], capture_output=True, text=True)
+    print(listing.stdout.strip())
+# --8<-- [end:nvidia-smi]
+
+# --8<-- [start:doctor]
+with contextlib.redirect_stdout(io.StringIO()) as captured:
+    exit_code = gpu_doctor.main(["--json"])
+report = json.loads(captured.getvalue())
+assert exit_code == 0 and report["gpu_used"] == torch.cuda.is_available()
+assert report["torch"] == torch.__version__
+assert report["device_count"] == torch.cuda.device_count()
+print("gpu_doctor.py --json:")
+print(captured.getvalue().rstrip())
+# --8<-- [end:doctor]
