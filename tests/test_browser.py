@@ -93,8 +93,8 @@ def test_page_in_browser(tab, server, path):
     problems += axe_serious(tab)
     other = path.removeprefix("zh/") if path.startswith("zh/") else "zh/" + path
     tab.locator(".md-header__option .md-select").first.hover()
-    tab.locator(f".md-select__link[hreflang={'en' if path.startswith('zh/') else 'zh'}]").click()
-    tab.wait_for_load_state("networkidle")
+    with tab.expect_navigation():
+        tab.locator(f".md-select__link[hreflang={'en' if path.startswith('zh/') else 'zh'}]").click()
     if tab.url != server + other:
         problems.append(f"language switcher went to {tab.url}, not {server + other}")
     assert not problems, "\n".join(problems)
