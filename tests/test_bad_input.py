@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from tests.conftest import ROOT, mkdocs_build
 
-COPIED = ["mkdocs.yml", "docs", "snippets", "hooks", "overrides", ".cache/mkdocs-jupyter"]
+COPIED = ["mkdocs.yml", "docs", "snippets", "hooks", ".cache/mkdocs-jupyter"]
 
 
 @pytest.fixture
