@@ -10,7 +10,7 @@ output of the whole script with one line of its own::
 
 Files a snippet writes into ``$SNIPPET_OUTPUT_DIR`` (plots) are served at
 ``generated/<snippet path without .py>/<name>``, so pages link them like any image.
-A snippet may start with ``# snippet: timeout=300 serial``: ``serial`` runs it alone,
+A snippet may carry a line ``# snippet: timeout=300 serial``: ``serial`` runs it alone,
 after the others, for timings that another process would disturb.
 
 Why a hook and not markdown-exec: static-i18n builds the site once per language,
@@ -106,9 +106,9 @@ def discover() -> list[Path]:
 
 
 def options(path: Path) -> tuple[int, bool]:
-    """(timeout, serial) from a leading ``# snippet: timeout=N serial`` line."""
+    """(timeout, serial) from a ``# snippet: timeout=N serial`` line, anywhere in the file."""
     timeout, serial = DEFAULT_TIMEOUT, False
-    for line in path.read_text(encoding="utf-8").splitlines()[:5]:
+    for line in path.read_text(encoding="utf-8").splitlines():
         if line.startswith("# snippet:"):
             for word in line.split(":", 1)[1].split():
                 if word.startswith("timeout="):
