@@ -6,12 +6,11 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
+from tests.conftest import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 DOCTOR = ROOT / "snippets" / "gpu" / "gpu_doctor.py"
 CPU_ONLY = torch.version.cuda is None and torch.version.hip is None
 KEYS = {"torch", "python", "platform", "build", "cuda_runtime", "hip", "cudnn",

@@ -7,8 +7,8 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from tests.conftest import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 DDP = ROOT / "snippets" / "multi_gpu" / "ddp.py"
 TORCHRUN = Path(sys.executable).parent / "torchrun"
 SHARD = re.compile(r"\[node 0, local rank (\d), rank (\d)/4\] epoch (\d): shard torch\.Size\(\[4, 10, 5\]\)")

@@ -1,6 +1,5 @@
 """torch.nn: a module, its parameters, a state_dict round trip, and a device-agnostic training loop."""
 
-import math
 import tempfile
 from pathlib import Path
 
