@@ -7,6 +7,7 @@ both languages, the copy button, the palette toggle, and screenshots of both hom
 pages (saved under test-artifacts/).
 """
 
+import asyncio
 import functools
 import http.server
 import threading
@@ -14,7 +15,9 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from axe_playwright_python.sync_playwright import Axe
+from axe_playwright_python.async_playwright import Axe as AsyncAxe
+from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import async_playwright
 from playwright.sync_api import sync_playwright
 from tests.conftest import ROOT
 from tests.pages import DOCS, en_pages
@@ -48,12 +51,16 @@ def server(site):
     httpd.shutdown()
 
 
-@pytest.fixture(scope="session")
-def browser():
+def chromium() -> str:
     if not Path(CHROMIUM).is_file():
         pytest.fail(f"{CHROMIUM} missing: apt-get install chromium fonts-noto-cjk (.ci/run does)")
+    return CHROMIUM
+
+
+@pytest.fixture(scope="session")
+def browser():
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        browser = playwright.chromium.launch(executable_path=chromium(), args=FLAGS)
         yield browser
         browser.close()
 
@@ -78,26 +85,48 @@ def record_problems(tab, server):
     return problems
 
 
-def axe_serious(tab):
-    violations = Axe().run(tab).response["violations"]
-    return [f"axe {v['id']} ({v['impact']}): {v['help']} -> {[n['target'] for n in v['nodes']][:3]}"
-            for v in violations if v["impact"] in ("serious", "critical")]
+async def check_page(browser, server, path, slots) -> list[str]:
+    """One load per page: clean network and console, accessible, and a working switcher."""
+    async with slots:
+        context = await browser.new_context()
+        tab = await context.new_page()
+        problems = record_problems(tab, server)
+        try:
+            await tab.goto(server + path, wait_until="networkidle")
+            if not await tab.locator("h1").count():
+                problems.append("no h1")
+            violations = (await AsyncAxe().run(tab)).response["violations"]
+            problems += [f"axe {v['id']} ({v['impact']}): {v['help']} -> {[n['target'] for n in v['nodes']][:3]}"
+                         for v in violations if v["impact"] in ("serious", "critical")]
+            other = path.removeprefix("zh/") if path.startswith("zh/") else "zh/" + path
+            await tab.locator(".md-header__option .md-select").first.hover()
+            async with tab.expect_navigation():
+                await tab.locator(f".md-select__link[hreflang={'en' if path.startswith('zh/') else 'zh'}]").click()
+            if tab.url != server + other:
+                problems.append(f"language switcher went to {tab.url}, not {server + other}")
+        except PlaywrightError as error:
+            problems.append(f"{type(error).__name__}: {error}")
+        finally:
+            await context.close()
+        return problems
+
+
+@pytest.fixture(scope="session")
+def page_reports(server):
+    """Every page checked, four tabs at a time: most of a page check is waiting."""
+    async def check_all():
+        async with async_playwright() as playwright:
+            browser = await playwright.chromium.launch(executable_path=chromium(), args=FLAGS)
+            slots = asyncio.Semaphore(4)
+            reports = await asyncio.gather(*(check_page(browser, server, p, slots) for p in PATHS))
+            await browser.close()
+        return dict(zip(PATHS, reports))
+    return asyncio.run(check_all())
 
 
 @pytest.mark.parametrize("path", PATHS)
-def test_page_in_browser(tab, server, path):
-    """One load per page: clean network and console, accessible, and a working switcher."""
-    problems = record_problems(tab, server)
-    tab.goto(server + path, wait_until="networkidle")
-    assert tab.locator("h1").count() >= 1, f"{path}: no h1"
-    problems += axe_serious(tab)
-    other = path.removeprefix("zh/") if path.startswith("zh/") else "zh/" + path
-    tab.locator(".md-header__option .md-select").first.hover()
-    with tab.expect_navigation():
-        tab.locator(f".md-select__link[hreflang={'en' if path.startswith('zh/') else 'zh'}]").click()
-    if tab.url != server + other:
-        problems.append(f"language switcher went to {tab.url}, not {server + other}")
-    assert not problems, "\n".join(problems)
+def test_page_in_browser(page_reports, path):
+    assert not page_reports[path], "\n".join(page_reports[path])
 
 
 @pytest.mark.parametrize("lang, query, expected", [
@@ -108,9 +137,8 @@ def test_page_in_browser(tab, server, path):
 ])
 def test_search_finds_the_page(tab, server, lang, query, expected):
     tab.goto(server + ("zh/" if lang == "zh" else ""), wait_until="networkidle")
-    tab.locator(".md-search__input").click()
-    tab.keyboard.type(query)
-    tab.keyboard.press("End")  # Material searches on key events; IME-style input needs one
+    tab.locator(".md-search__input").fill(query)  # all at once: no results for a partial query
+    tab.keyboard.press("End")  # Material searches on key events; the IME-style fill needs one
     first = tab.locator(".md-search-result__item a").first
     first.wait_for(timeout=10_000)
     href = urlsplit(first.get_attribute("href")).path  # Material adds ?h=<query>
