@@ -228,10 +228,11 @@ def on_files(files, config):
     Each snippet's source is served at ``snippets/...`` so that a page can offer it
     for download: ``[gpu_doctor.py](../snippets/gpu/gpu_doctor.py)``.
     """
-    keys = {relative(p): cache_key(p) for p in discover()}
+    paths = discover()
+    keys = {relative(p): cache_key(p) for p in paths}
     if keys != _keys:
         _results.clear()
-        _results.update(run_all(discover()))
+        _results.update(run_all(paths))
         ran = sum(not r.cached for r in _results.values())
         log.info(f"{ran} snippets ran, {len(_results) - ran} from cache")
         _keys.clear()

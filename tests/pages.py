@@ -29,6 +29,13 @@ def twin(page: Path) -> Path:
     return page.with_suffix(".zh.md")
 
 
+def url_path(page: Path, lang: str) -> str:
+    """docs/a/b.md -> 'a/b/' in en, 'zh/a/b/' in zh; the home page is '' or 'zh/'."""
+    rel = page.relative_to(DOCS).with_suffix("")
+    parts = [*rel.parent.parts] + ([] if rel.name == "index" else [rel.name])
+    return "".join(f"{part}/" for part in ([] if lang == "en" else ["zh"]) + parts)
+
+
 def is_lab(page: Path) -> bool:
     return page.parent.name == "labs"
 

@@ -20,18 +20,12 @@ from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import async_playwright
 from playwright.sync_api import sync_playwright
 from tests.conftest import ROOT
-from tests.pages import DOCS, en_pages
+from tests.pages import en_pages, url_path
 
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--no-first-run"]
 ARTIFACTS = ROOT / "test-artifacts"
-
-
-def url_path(page: Path, lang: str) -> str:
-    rel = page.relative_to(DOCS).with_suffix("")
-    parts = [*rel.parent.parts] + ([] if rel.name == "index" else [rel.name])
-    return "/".join(([] if lang == "en" else ["zh"]) + parts) + ("/" if parts or lang != "en" else "")
 
 
 PATHS = [url_path(p, lang) for lang in ("en", "zh") for p in en_pages()]

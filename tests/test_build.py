@@ -5,14 +5,11 @@ import re
 
 import pytest
 import snippet_runner
-from tests.pages import DOCS, en_pages, outputs
+from tests.pages import en_pages, outputs, url_path
 
 
 def html_of(site, page, lang):
-    rel = page.relative_to(DOCS).with_suffix("")
-    parts = [] if rel.name == "index" else [rel.name]
-    path = site.joinpath(*([] if lang == "en" else ["zh"]), *rel.parent.parts, *parts, "index.html")
-    return path.read_text(encoding="utf-8")
+    return (site / url_path(page, lang) / "index.html").read_text(encoding="utf-8")
 
 
 def test_build_needs_no_network(build):
