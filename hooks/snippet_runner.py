@@ -8,192 +8,84 @@ output of the whole script with one line of its own::
     ```
     <!-- output: snippets/pytorch/tensors.py -->
 
+That line becomes this build's output and provenance, followed by one tab per
+hardware record (``records/*.json``, see tools/records.py) whose entry for the
+snippet is current; ``<!-- snippet-provenance -->`` becomes the "Verified on" matrix.
 Files a snippet writes into ``$SNIPPET_OUTPUT_DIR`` (plots) are served at
 ``generated/<snippet path without .py>/<name>``, so pages link them like any image.
-A snippet may carry a line ``# snippet: timeout=300 serial``: ``serial`` runs it alone,
-after the others, for timings that another process would disturb.
 
 Why a hook and not markdown-exec: static-i18n builds the site once per language,
 and markdown-exec runs code in the mkdocs process while each page renders, so
 every example would run twice per build, share one interpreter's global state
 (torch threads, seeds, multiprocessing), and run again on every prose-only
 rebuild. Here each snippet runs once, in its own process group, with a timeout,
-cached on disk by the hash of its source (and of the local modules it imports),
-the torch version, the Python version and the device. ``make bench`` measures it.
+cached on disk by the hash of its source (and of the local modules it imports)
+and of the machine it ran on. ``make bench`` measures it.
 """
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import json
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
-import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
-from datetime import date
-from functools import lru_cache
+from dataclasses import asdict
 from pathlib import Path
 
 from mkdocs.exceptions import PluginError
 from mkdocs.plugins import get_plugin_logger
 from mkdocs.structure.files import File
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+import records  # noqa: E402  (tools/records.py)
+import snippets  # noqa: E402  (tools/snippets.py)
+from snippets import ROOT, SNIPPETS, Result, discover, options, relative  # noqa: E402
+
 log = get_plugin_logger("snippets")
-ROOT = Path(__file__).resolve().parent.parent
-SNIPPETS = ROOT / "snippets"
-DEFAULT_TIMEOUT = 120
-STDERR_TAIL = 25  # lines of stderr quoted when a snippet fails
-FORMAT = 1  # bump when the cached result's layout changes
+FORMAT = 2  # bump when the cached result's layout changes
 
 OUTPUT_LINE = "<!-- output: "
 PROVENANCE_LINE = "<!-- snippet-provenance -->"
 LABELS = {
     "en": {"output": "Output", "ran": "Ran in this build on", "no_output": "(no output)",
-           "head": ("Snippet", "Device", "torch", "Python", "Date", "Seconds")},
+           "build": "This build", "recorded": "Recorded on", "failed": "Failed: exit code",
+           "snippet": "Snippet", "current": "✓", "stale": "stale", "missing": "not recorded",
+           "changed": "changed since", "driver": "driver", "colon": ": "},
     "zh": {"output": "输出", "ran": "本次构建实际运行于", "no_output": "（无输出）",
-           "head": ("示例", "设备", "torch", "Python", "日期", "耗时（秒）")},
+           "build": "本次构建", "recorded": "记录于", "failed": "运行失败：退出码",
+           "snippet": "示例", "current": "✓", "stale": "已过期", "missing": "未记录",
+           "changed": "此后改动的文件", "driver": "驱动", "colon": "："},
 }
-
-PROBE = r"""
-import json, platform, sys, torch
-if torch.cuda.is_available():
-    n = torch.cuda.device_count()
-    device = f"cuda × {n}: {torch.cuda.get_device_name(0)}"
-else:
-    name = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor() or platform.machine())
-    device = f"cpu: {name}"
-print(json.dumps({"device": device, "torch": torch.__version__, "python": platform.python_version()}))
-"""
-
-
-@dataclass
-class Result:
-    path: str
-    returncode: int | None  # None: killed at its timeout
-    stdout: str
-    stderr: str
-    seconds: float
-    timeout: int
-    env: dict
-    ran_on: str = field(default_factory=lambda: date.today().isoformat())
-    figures: list[str] = field(default_factory=list)
-    cached: bool = False
-
-    @property
-    def ok(self) -> bool:
-        return self.returncode == 0
-
-    def failure(self) -> str:
-        why = (f"timed out after {self.timeout} s" if self.returncode is None
-               else f"exited with code {self.returncode}")
-        tail = "\n".join(self.stderr.rstrip().splitlines()[-STDERR_TAIL:])
-        return f"snippet {self.path} {why}\n--- end of its stderr ---\n{tail or '(empty)'}"
 
 
 def cache_dir() -> Path:
     return Path(os.environ.get("SNIPPET_CACHE_DIR", ROOT / ".cache" / "snippets"))
 
 
-def discover() -> list[Path]:
-    """Every runnable snippet; modules whose name starts with '_' are helpers."""
-    return sorted(p for p in SNIPPETS.rglob("*.py") if not p.name.startswith("_"))
-
-
-def options(path: Path) -> tuple[int, bool]:
-    """(timeout, serial) from a ``# snippet: timeout=N serial`` line, anywhere in the file."""
-    timeout, serial = DEFAULT_TIMEOUT, False
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.startswith("# snippet:"):
-            for word in line.split(":", 1)[1].split():
-                if word.startswith("timeout="):
-                    timeout = int(word.split("=", 1)[1])
-                elif word == "serial":
-                    serial = True
-    return timeout, serial
-
-
-def local_sources(path: Path, seen: set[Path] | None = None) -> list[Path]:
-    """The snippet and, recursively, the modules it imports from snippets/."""
-    seen = seen if seen is not None else set()
-    if path in seen:
-        return []
-    seen.add(path)
-    found = [path]
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                 else [node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
-        for name in names:
-            for base in (path.parent, SNIPPETS):
-                candidate = base / (name.replace(".", "/") + ".py")
-                if candidate.is_file():
-                    found += local_sources(candidate, seen)
-    return found
-
-
-@lru_cache(maxsize=1)
-def environment() -> dict:
-    """Where snippets run: device, torch and Python versions (one probe per build)."""
-    out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
-                         timeout=DEFAULT_TIMEOUT, check=True)
-    return json.loads(out.stdout)
-
-
 def cache_key(path: Path) -> str:
-    digest = hashlib.sha256(json.dumps([FORMAT, environment()], sort_keys=True).encode())
-    for source in local_sources(path):
-        digest.update(source.relative_to(ROOT).as_posix().encode())
+    digest = hashlib.sha256(json.dumps([FORMAT, snippets.machine()], sort_keys=True).encode())
+    for source in snippets.local_sources(path):
+        digest.update(relative(source).encode())
         digest.update(source.read_bytes())
     return digest.hexdigest()[:20]
-
-
-def relative(path: Path) -> str:
-    return path.resolve().relative_to(ROOT).as_posix()
-
-
-def execute(path: Path, timeout: int, outdir: Path, threads: int | None) -> Result:
-    """Run one snippet in its own process group; kill the whole group when done."""
-    env = dict(os.environ, SNIPPET_OUTPUT_DIR=str(outdir), MPLBACKEND="Agg", PYTHONUNBUFFERED="1")
-    if threads and "OMP_NUM_THREADS" not in os.environ:
-        env["OMP_NUM_THREADS"] = str(threads)
-    start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, str(path)], cwd=ROOT, env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-    try:
-        stdout, stderr = proc.communicate(timeout=timeout)
-        code = proc.returncode
-    except subprocess.TimeoutExpired:
-        code = None
-    finally:
-        try:  # also reaps any child the snippet left behind
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    if code is None:
-        stdout, stderr = proc.communicate()
-    return Result(relative(path), code, stdout, stderr, round(time.perf_counter() - start, 2),
-                  timeout, environment(), figures=sorted(p.name for p in outdir.iterdir()))
 
 
 def run(path: Path, threads: int | None = None) -> Result:
     """The snippet's result: from the cache when its key is known, else a fresh run.
 
-    ``threads`` caps torch's intra-op threads (OMP_NUM_THREADS) for the run.
+    ``threads`` caps torch's intra-op threads (OMP_NUM_THREADS) unless the caller's
+    environment already sets them.
     """
     entry = cache_dir() / cache_key(path)
     stored = entry / "result.json"
     if stored.is_file():
         return Result(**{**json.loads(stored.read_text(encoding="utf-8")), "cached": True})
-    timeout, _ = options(path)
+    env = {"OMP_NUM_THREADS": str(threads)} if threads and "OMP_NUM_THREADS" not in os.environ else {}
     with tempfile.TemporaryDirectory() as tmp:
-        outdir = Path(tmp) / "generated" / relative(path).removeprefix("snippets/").removesuffix(".py")
-        outdir.mkdir(parents=True)
-        result = execute(path, timeout, outdir, threads)
+        result = snippets.execute(path, snippets.output_dir(Path(tmp) / "generated", path), env)
         if result.ok:  # failures are never cached
             (Path(tmp) / "result.json").write_text(json.dumps(asdict(result), indent=1), encoding="utf-8")
             entry.parent.mkdir(parents=True, exist_ok=True)
@@ -220,6 +112,16 @@ def run_all(paths: list[Path]) -> dict[str, Result]:
 
 _results: dict[str, Result] = {}
 _keys: dict[str, str] = {}
+_records: list[records.Record] = []
+
+
+def on_config(config):
+    """Read the hardware records once per build; a malformed one stops the build."""
+    try:
+        _records[:] = records.load()
+    except records.RecordError as error:
+        raise PluginError(f"records/{error}") from None
+    return config
 
 
 def on_files(files, config):
@@ -254,25 +156,73 @@ def locale(page, config) -> str:
     return getattr(page.file, "locale", None) or config.theme.locale.language
 
 
-def provenance(result: Result, labels: dict) -> str:
+def text_block(text: str, title: str) -> str:
+    fence = "````" if "```" in text else "```"
+    return f'{fence}text title="{title}"\n{text}\n{fence}'
+
+
+def record_label(rec: records.Record) -> str:
+    return f"{rec.machine['device']} · {rec.recorded}"
+
+
+def record_provenance(rec: records.Record, labels: dict) -> str:
+    m = rec.machine
+    return (f"{labels['recorded']} {m['device']} · torch {m['torch']} · CUDA {m['cuda'] or '—'} · "
+            f"{labels['driver']} {m['driver'] or '—'} · {rec.recorded}")
+
+
+def build_provenance(result: Result, labels: dict) -> str:
     env = result.env
-    return (f'<p class="snippet-provenance">{labels["ran"]} {env["device"]} · '
-            f'torch {env["torch"]} · Python {env["python"]} · {result.ran_on}</p>')
+    return f"{labels['ran']} {env['device']} · torch {env['torch']} · Python {env['python']} · {result.ran_on}"
+
+
+def record_tab(rec: records.Record, path: str, labels: dict) -> str:
+    """A current record entry as tab content: its output, or its failure."""
+    entry = rec.snippets[path]
+    if entry["returncode"] == 0:
+        body = text_block(entry["stdout"].rstrip() or labels["no_output"], f"{labels['output']} · {path}")
+    else:
+        body = (f"**{labels['failed']} {entry['returncode']}**\n\n"
+                + text_block(entry["stderr_tail"].rstrip() or "(empty)", f"stderr · {path}"))
+    return f"{body}\n\n{record_provenance(rec, labels)}\n{{: .snippet-provenance }}"
 
 
 def output_block(result: Result, labels: dict) -> str:
-    text = result.stdout.rstrip() or labels["no_output"]
-    fence = "````" if "```" in text else "```"
-    return (f'{fence}text title="{labels["output"]} · {result.path}"\n{text}\n{fence}\n\n'
-            f"{provenance(result, labels)}\n")
+    """This build's output first; then one tab per record whose entry is current or failed."""
+    ours = (text_block(result.stdout.rstrip() or labels["no_output"], f"{labels['output']} · {result.path}")
+            + f"\n\n{build_provenance(result, labels)}\n{{: .snippet-provenance }}")
+    shown = [r for r in _records if r.status(result.path)[0] in ("current", "failed")]
+    if not shown:
+        return ours + "\n"
+    tabs = [(labels["build"], ours)] + [(record_label(r), record_tab(r, result.path, labels)) for r in shown]
+    return "\n".join(f'=== "{label}"\n\n' + indent(body) + "\n" for label, body in tabs)
+
+
+def indent(text: str) -> str:
+    return "\n".join(("    " + line) if line else "" for line in text.split("\n"))
+
+
+def matrix_cell(rec: records.Record, path: str, labels: dict) -> str:
+    state, changed = rec.status(path)
+    if state == "stale":
+        files = ", ".join(f"`{f}`" for f in changed)
+        return f"{labels['stale']} ({rec.recorded}; {labels['changed']}{labels['colon']}{files})"
+    if state == "failed":
+        return f"✗ ({rec.snippets[path]['returncode']})"
+    return labels["current"] if state == "current" else labels["missing"]
 
 
 def provenance_table(labels: dict) -> str:
-    rows = ["| " + " | ".join(labels["head"]) + " |", "|---|---|---|---|---|---:|"]
+    """Rows are snippets; columns are this build and each record."""
+    head = [labels["snippet"], labels["build"]] + [record_label(r) for r in _records]
+    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in sorted(_results.values(), key=lambda r: r.path):
-        rows.append(f"| `{r.path}` | {r.env['device']} | {r.env['torch']} | {r.env['python']} "
-                    f"| {r.ran_on} | {r.seconds:.1f} |")
-    return "\n".join(rows)
+        cells = [f"`{r.path}`", f"✓ {r.seconds:.1f} s"] + [matrix_cell(rec, r.path, labels) for rec in _records]
+        rows.append("| " + " | ".join(cells) + " |")
+    env = next(iter(_results.values())).env
+    build = f"{labels['build']}{labels['colon']}{env['device']} · torch {env['torch']} · Python {env['python']}"
+    lines = [f"- {build}"] + [f"- {record_provenance(rec, labels)} (`records/{rec.name}.json`)" for rec in _records]
+    return "\n".join(lines) + "\n\n" + "\n".join(rows)
 
 
 def on_page_markdown(markdown, page, config, files):
@@ -294,4 +244,5 @@ def on_page_markdown(markdown, page, config, files):
 
 def on_serve(server, config, builder):
     server.watch(str(SNIPPETS))
+    server.watch(str(records.RECORDS))
     return server

@@ -2,6 +2,7 @@
 
 import pytest
 import snippet_runner
+import snippets
 
 SNIPPETS = snippet_runner.discover()
 
@@ -19,8 +20,8 @@ def test_snippet_runs(path, snippet_results):
 
 def test_cache_key_follows_content(tmp_path, monkeypatch):
     """A changed snippet or a changed local import gets a new key; nothing else does."""
-    monkeypatch.setattr(snippet_runner, "SNIPPETS", tmp_path)
-    monkeypatch.setattr(snippet_runner, "ROOT", tmp_path)
+    monkeypatch.setattr(snippets, "SNIPPETS", tmp_path)
+    monkeypatch.setattr(snippets, "ROOT", tmp_path)
     helper = tmp_path / "_helper.py"
     helper.write_text("X = 1\n")
     snippet = tmp_path / "demo.py"
@@ -36,6 +37,6 @@ def test_cache_key_follows_content(tmp_path, monkeypatch):
 def test_options_are_read(tmp_path):
     snippet = tmp_path / "slow.py"
     snippet.write_text('"""Doc."""\n# snippet: timeout=7 serial\nprint(1)\n')
-    assert snippet_runner.options(snippet) == (7, True)
+    assert snippets.options(snippet) == (7, True)
     snippet.write_text("print(1)\n")
-    assert snippet_runner.options(snippet) == (snippet_runner.DEFAULT_TIMEOUT, False)
+    assert snippets.options(snippet) == (snippets.DEFAULT_TIMEOUT, False)

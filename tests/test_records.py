@@ -1,0 +1,154 @@
+"""Hardware records: the contract, staleness, and how the pages show them."""
+
+import json
+import shutil
+
+import pytest
+import records
+import snippet_runner
+import snippets
+from tests.conftest import ROOT
+from tests.test_build import html_of, visible_text
+from tests.pages import DOCS, en_pages, outputs
+
+MACHINE = {"device": "NVIDIA H200", "torch": "2.11.0+cu130", "python": "3.12.3", "cuda": "13.0",
+           "driver": "580.95.05", "gpus": ["NVIDIA H200"], "cpu": "AMD EPYC 9654", "os": "Linux"}
+
+
+def entry(path="snippets/pytorch/tensors.py", returncode=0, stdout="tensor([1.])\n", root=ROOT):
+    return {"returncode": returncode, "stdout": stdout, "stderr_tail": "" if returncode == 0 else
+            "Traceback (most recent call last):\nRuntimeError: CUDA error: injected", "seconds": 1.5,
+            "sources": snippets.source_hashes(root / path) if (root / path).is_file() else {path: "0" * 64},
+            "figures": []}
+
+
+def write(folder, data, name=None):
+    file = folder / f"{name or records.slug(data['machine']['device'], data['recorded'])}.json"
+    file.write_text(json.dumps(data), encoding="utf-8")
+    return file
+
+
+def record(**snippet_entries):
+    return {"machine": MACHINE, "recorded": "2026-12-03", "snippets": snippet_entries}
+
+
+def test_every_committed_record_keeps_the_contract():
+    found = records.load()
+    assert found, "no record in records/: `make record` writes one"
+    for rec in found:
+        assert rec.snippets, f"{rec.name}: no snippet recorded"
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("{not json", "not valid JSON"),
+    (json.dumps({"machine": MACHINE, "recorded": "2026-12-03"}), "missing key 'snippets'"),
+    (json.dumps(record(**{"snippets/x.py": {**entry(), "returncode": "0"}})), "'returncode' has the wrong type"),
+    (json.dumps(record(**{"snippets/x.py": {**entry(), "returncode": True}})), "'returncode' has the wrong type"),
+    (json.dumps({**record(), "recorded": "3 Dec 2026"}), "not a YYYY-MM-DD date"),
+    (json.dumps({**record(), "machine": {**MACHINE, "gpus": "H200"}}), "'gpus' has the wrong type"),
+])
+def test_a_malformed_record_is_refused_with_its_name(tmp_path, text, problem):
+    (tmp_path / "nvidia-h200-2026-12-03.json").write_text(text, encoding="utf-8")
+    with pytest.raises(records.RecordError, match=rf"^nvidia-h200-2026-12-03\.json: .*{problem}"):
+        records.load(tmp_path)
+
+
+def test_a_record_must_be_named_after_its_machine_and_day(tmp_path):
+    write(tmp_path, record(**{"snippets/pytorch/tensors.py": entry()}), name="my-copy")
+    with pytest.raises(records.RecordError, match="my-copy.json: should be named nvidia-h200-2026-12-03.json"):
+        records.load(tmp_path)
+
+
+def test_a_second_run_on_the_same_machine_and_day_replaces_the_first(tmp_path, monkeypatch):
+    demo = tmp_path / "demo.py"
+    monkeypatch.setattr(snippets, "ROOT", tmp_path)
+    monkeypatch.setattr(snippets, "discover", lambda: [demo])
+    for text in ("first", "second"):
+        demo.write_text(f"print({text!r})\n")
+        records.record(tmp_path / "records")
+    files = list((tmp_path / "records").glob("*.json"))
+    assert len(files) == 1
+    (only,) = records.load(tmp_path / "records")
+    assert only.snippets["demo.py"]["stdout"] == "second\n"
+
+
+def test_a_failing_snippet_is_recorded_not_dropped(tmp_path, monkeypatch):
+    broken = tmp_path / "broken.py"
+    broken.write_text("raise RuntimeError('CUDA error: injected')\n")
+    monkeypatch.setattr(snippets, "ROOT", tmp_path)
+    monkeypatch.setattr(snippets, "discover", lambda: [broken])
+    (rec,) = records.load(records.record(tmp_path).parent)
+    kept = rec.snippets["broken.py"]
+    assert kept["returncode"] == 1 and "RuntimeError: CUDA error: injected" in kept["stderr_tail"]
+    assert rec.status("broken.py", tmp_path) == ("failed", [])
+
+
+def test_status_follows_the_sources(tmp_path, monkeypatch):
+    shutil.copytree(ROOT / "snippets", tmp_path / "snippets")
+    monkeypatch.setattr(snippets, "ROOT", tmp_path)
+    monkeypatch.setattr(snippets, "SNIPPETS", tmp_path / "snippets")
+    rec = records.Record("r", MACHINE, "2026-12-03", {
+        "snippets/gpu/check_gpu.py": entry("snippets/gpu/check_gpu.py", root=tmp_path),
+        "snippets/pytorch/tensors.py": entry(root=tmp_path)})
+    assert rec.status("snippets/gpu/check_gpu.py", tmp_path) == ("current", [])
+    assert rec.status("snippets/pytorch/nn.py", tmp_path) == ("missing", [])
+    doctor = tmp_path / "snippets/gpu/gpu_doctor.py"  # imported by check_gpu.py
+    doctor.write_text(doctor.read_text() + "\n# changed\n")
+    assert rec.status("snippets/gpu/check_gpu.py", tmp_path) == ("stale", ["snippets/gpu/gpu_doctor.py"])
+    (tmp_path / "snippets/pytorch/tensors.py").unlink()  # renamed or deleted
+    assert rec.status("snippets/pytorch/tensors.py", tmp_path)[0] == "stale"
+
+
+@pytest.fixture
+def fake_records(monkeypatch):
+    """Three records for tensors.py: current, failed, stale; and a build of two snippets."""
+    ours = {path: snippets.Result(path, 0, f"this build: {path}\n", "", 1.0, 120, {
+        "device": "cpu: Test CPU", "torch": "2.13.0+cpu", "python": "3.11.7"})
+        for path in ("snippets/pytorch/tensors.py", "snippets/pytorch/nn.py")}
+    monkeypatch.setattr(snippet_runner, "_results", ours)
+    path = "snippets/pytorch/tensors.py"
+    made = [records.Record(f"r{i}", {**MACHINE, "device": device}, "2026-12-03", {path: e})
+            for i, (device, e) in enumerate([
+                ("GPU A", entry(stdout="from GPU A\n")),
+                ("GPU B", entry(returncode=1)),
+                ("GPU C", {**entry(stdout="from GPU C\n"), "sources": {path: "0" * 64}})])]
+    monkeypatch.setattr(snippet_runner, "_records", made)
+    return ours[path]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_output_tabs_show_current_and_failed_records_only(fake_records, lang):
+    labels = snippet_runner.LABELS[lang]
+    block = snippet_runner.output_block(fake_records, labels)
+    tabs = [line for line in block.splitlines() if line.startswith("=== ")]
+    assert tabs == [f'=== "{labels["build"]}"', '=== "GPU A · 2026-12-03"', '=== "GPU B · 2026-12-03"']
+    assert block.index(fake_records.stdout.strip().splitlines()[0]) < block.index("from GPU A")
+    assert "from GPU C" not in block and f"{labels['failed']} 1" in block
+    assert "RuntimeError: CUDA error: injected" in block
+    assert (f"{labels['recorded']} GPU A · torch 2.11.0+cu130 · CUDA 13.0 · "
+            f"{labels['driver']} 580.95.05 · 2026-12-03") in block
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_verified_on_matrix_has_a_column_per_record(fake_records, lang):
+    labels = snippet_runner.LABELS[lang]
+    table = snippet_runner.provenance_table(labels)
+    row = next(line for line in table.splitlines() if line.startswith("| `snippets/pytorch/tensors.py`"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[2:] == ["✓", "✗ (1)", f"{labels['stale']} (2026-12-03; {labels['changed']}{labels['colon']}"
+                                         "`snippets/pytorch/tensors.py`)"]
+    other = next(line for line in table.splitlines() if line.startswith("| `snippets/pytorch/nn.py`"))
+    assert other.count(labels["missing"]) == 3
+
+
+def test_built_pages_show_each_current_record(site):
+    """Whatever records/ holds: current entries get a tab, stale ones do not."""
+    for rec in records.load():
+        for page in en_pages():
+            paths = outputs(page.read_text(encoding="utf-8"))
+            if not paths:  # "Verified on" lists every record, with no output of its own
+                continue
+            expected = any(rec.status(path)[0] in ("current", "failed") for path in paths)
+            for lang, label in (("en", "Recorded on"), ("zh", "记录于")):
+                shown = f"{label} {rec.machine['device']}" in visible_text(html_of(site, page, lang))
+                assert shown == expected, f"{page.relative_to(DOCS)} ({lang}): {rec.name}"

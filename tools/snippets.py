@@ -1,0 +1,205 @@
+"""Find the snippets and run one as a reader would: ``python snippets/<x>/<y>.py``.
+
+Standard library only, so that ``tools/records.py`` can record a machine that has
+Python and the snippets' own imports (torch, numpy, ...) but no mkdocs and no venv.
+The build's hook (``hooks/snippet_runner.py``) and the tests use the same functions.
+
+A snippet may carry a line ``# snippet: timeout=300 serial``: its timeout in seconds
+(default 120) and ``serial``, which the build honours by running it alone.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import date
+from functools import lru_cache
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SNIPPETS = ROOT / "snippets"
+DEFAULT_TIMEOUT = 120
+STDERR_TAIL = 25  # lines of stderr kept when a snippet fails
+
+# Environment variables that make this machine's torch take a weaker CPU's code paths
+# (tests/test_cpu_profiles.py shows that they do): ATen's kernels, oneDNN, MKL, threads.
+CPU_PROFILES = {
+    "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2",
+             "MKL_ENABLE_INSTRUCTIONS": "AVX2"},  # an AVX2-only CPU, like CI's AMD EPYC
+    "old-laptop": {"ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": "SSE41",
+                   "MKL_ENABLE_INSTRUCTIONS": "SSE4_2", "OMP_NUM_THREADS": "1"},
+}
+
+# Where snippets run. Printed by a child process so that the caller needs no torch.
+PROBE = r"""
+import json, platform, shutil, subprocess, sys
+import torch
+
+def cpu_model():
+    try:
+        for line in open("/proc/cpuinfo", encoding="utf-8"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    if sys.platform == "darwin":
+        out = subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True)
+        return out.stdout.strip() or platform.machine()
+    return platform.processor() or platform.machine()
+
+def driver():
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    out = subprocess.run([smi, "--query-gpu=driver_version", "--format=csv,noheader"],
+                         capture_output=True, text=True, timeout=60)
+    if out.returncode != 0:
+        return None
+    return out.stdout.split("\n")[0].strip() or None
+
+cpu = cpu_model()
+gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+mps = getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available()
+device = gpus[0] if gpus else f"mps: {cpu}" if mps else f"cpu: {cpu}"
+print(json.dumps({"device": device, "torch": torch.__version__, "python": platform.python_version(),
+                  "cuda": torch.version.cuda, "driver": driver(), "gpus": gpus, "cpu": cpu,
+                  "os": platform.platform()}))
+"""
+
+
+@dataclass
+class Result:
+    path: str
+    returncode: int | None  # None: killed at its timeout
+    stdout: str
+    stderr: str
+    seconds: float
+    timeout: int
+    env: dict
+    ran_on: str = field(default_factory=lambda: date.today().isoformat())
+    figures: list[str] = field(default_factory=list)
+    cached: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    def why(self) -> str:
+        return (f"timed out after {self.timeout} s" if self.returncode is None
+                else f"exited with code {self.returncode}")
+
+    def stderr_tail(self) -> str:
+        return "\n".join(self.stderr.rstrip().splitlines()[-STDERR_TAIL:])
+
+    def failure(self) -> str:
+        return (f"snippet {self.path} {self.why()}\n--- end of its stderr ---\n"
+                f"{self.stderr_tail() or '(empty)'}")
+
+
+def cpu_flags() -> set[str]:
+    """The flags /proc/cpuinfo lists for the first CPU (empty where there is none)."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return set()
+    return next((set(line.split(":", 1)[1].split()) for line in lines if line.startswith("flags")), set())
+
+
+def discover() -> list[Path]:
+    """Every runnable snippet; modules whose name starts with '_' are helpers."""
+    return sorted(p for p in SNIPPETS.rglob("*.py") if not p.name.startswith("_"))
+
+
+def relative(path: Path) -> str:
+    return path.resolve().relative_to(ROOT).as_posix()
+
+
+def options(path: Path) -> tuple[int, bool]:
+    """(timeout, serial) from a ``# snippet: timeout=N serial`` line, anywhere in the file."""
+    timeout, serial = DEFAULT_TIMEOUT, False
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("# snippet:"):
+            for word in line.split(":", 1)[1].split():
+                if word.startswith("timeout="):
+                    timeout = int(word.split("=", 1)[1])
+                elif word == "serial":
+                    serial = True
+    return timeout, serial
+
+
+def local_sources(path: Path, seen: set[Path] | None = None) -> list[Path]:
+    """The snippet and, recursively, the modules it imports from snippets/."""
+    seen = seen if seen is not None else set()
+    if path in seen:
+        return []
+    seen.add(path)
+    found = [path]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                 else [node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
+        for name in names:
+            for base in (path.parent, SNIPPETS):
+                candidate = base / (name.replace(".", "/") + ".py")
+                if candidate.is_file():
+                    found += local_sources(candidate, seen)
+    return found
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def source_hashes(path: Path) -> dict[str, str]:
+    """sha256 of the snippet and of every local module it imports, by repository path."""
+    return {relative(p): sha256(p) for p in local_sources(path)}
+
+
+@lru_cache(maxsize=None)
+def machine(python: str = sys.executable) -> dict:
+    """Device, torch, Python, CUDA, driver, GPUs, CPU and OS of ``python``'s torch."""
+    out = subprocess.run([python, "-c", PROBE], capture_output=True, text=True,
+                         timeout=DEFAULT_TIMEOUT, check=True)
+    return json.loads(out.stdout)
+
+
+def execute(path: Path, outdir: Path, env: dict | None = None, timeout: int | None = None,
+            python: str = sys.executable) -> Result:
+    """Run one snippet in its own process group; kill the whole group when it ends.
+
+    ``env`` is added to this process's environment (for example a CPU profile, or
+    ``OMP_NUM_THREADS``); figures land in ``outdir`` ($SNIPPET_OUTPUT_DIR).
+    """
+    timeout = timeout or options(path)[0]
+    environ = dict(os.environ, SNIPPET_OUTPUT_DIR=str(outdir), MPLBACKEND="Agg",
+                   PYTHONUNBUFFERED="1") | (env or {})
+    start = time.perf_counter()
+    proc = subprocess.Popen([python, str(path)], cwd=ROOT, env=environ, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+        code = proc.returncode
+    except subprocess.TimeoutExpired:
+        code = None
+    finally:
+        try:  # also reaps any child the snippet left behind
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    if code is None:
+        stdout, stderr = proc.communicate()
+    return Result(relative(path), code, stdout, stderr, round(time.perf_counter() - start, 2),
+                  timeout, machine(python), figures=sorted(p.name for p in outdir.iterdir()))
+
+
+def output_dir(base: Path, path: Path) -> Path:
+    """Where a snippet's figures go: ``<base>/<section>/<page>/``."""
+    folder = base / relative(path).removeprefix("snippets/").removesuffix(".py")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
