@@ -3,11 +3,16 @@
 Writes bench-report.md (and prints it). A benchmark, not a test: it asserts nothing,
 it measures. Run it on an otherwise idle machine; CI's is 2 cores.
 
+``python -m tests.bench [avx2|old-laptop|native]``: the build and the suite run with
+that CPU profile's variables (tools/snippets.py), AVX2-only by default, because
+CI's slowest host is an AVX2-only EPYC. The report starts with the real CPU and flags.
+
 1. clean build: every cache removed, so every snippet and notebook runs;
 2. prose-only rebuild: one sentence of one page changed, caches warm;
 3. the whole test suite (`pytest`), which starts from an empty snippet cache;
 4. each snippet's run time, from the clean build's cache entries;
-5. bytes of HTML, CSS and JS that each page loads (images and fonts not counted).
+5. bytes of HTML, CSS and JS that each page loads (images and fonts not counted);
+6. Lighthouse scores of six pages (tests/lighthouse.py), offline against a local server.
 """
 
 import json
@@ -21,15 +26,21 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import snippets  # noqa: E402  (tools/snippets.py)
+from tests import lighthouse  # noqa: E402  (Lighthouse scores, `make lighthouse`)
+
+PROFILE = sys.argv[1] if len(sys.argv) > 1 else "avx2"
+ENV = dict(os.environ, NO_MKDOCS_2_WARNING="1", **snippets.CPU_PROFILES.get(PROFILE, {}))
 CACHE = ROOT / ".cache"
 REPORT = ROOT / "bench-report.md"
 PROSE_PAGE = ROOT / "docs" / "index.md"
 TARGETS = {"clean build": 90.0, "test suite": 180.0}
 
 
-def timed(cmd, env=None) -> tuple[float, str]:
+def timed(cmd) -> tuple[float, str]:
     start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=ENV)
     seconds = time.perf_counter() - start
     if proc.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
@@ -37,8 +48,7 @@ def timed(cmd, env=None) -> tuple[float, str]:
 
 
 def build(site: Path) -> tuple[float, str]:
-    seconds, log = timed([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(site)],
-                         env=dict(os.environ, NO_MKDOCS_2_WARNING="1"))
+    seconds, log = timed([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(site)])
     ran = re.findall(r"(\d+) snippets ran, (\d+) from cache", log)
     notebooks = log.count("Converting notebook (execute=True)")
     runs = "; ".join(f"{r} ran, {c} cached" for r, c in ran)
@@ -72,6 +82,14 @@ def page_weights(site: Path) -> list[tuple[str, int, int, int]]:
     return rows
 
 
+def machine_line() -> str:
+    """The CPU behind the figures: model, the flags that matter, and the profile."""
+    flags = snippets.cpu_flags() & {"avx2", "avx512f", "avx512_bf16", "amx_bf16"}
+    profile = " ".join(f"{k}={v}" for k, v in snippets.CPU_PROFILES.get(PROFILE, {}).items())
+    return (f"CPU: {snippets.machine()['cpu']} | flags: {' '.join(sorted(flags)) or 'none of avx2/avx512/amx'}"
+            f" | profile: {PROFILE}{' (' + profile + ')' if profile else ' (no emulation)'}")
+
+
 def table(head, rows) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     return "\n".join(lines + ["| " + " | ".join(map(str, row)) + " |" for row in rows])
@@ -91,14 +109,17 @@ def main():
             ("test suite", f"{suite:.1f}", counted[-1] if counted else "?", "≤ 180 s"),
         ]
         weights = page_weights(site)
+        scores = lighthouse.markdown(site)  # tests/lighthouse.py: six pages, offline
     total = sum(s for _, s in snippet_times())
     report = "\n\n".join([
         f"# Benchmark ({time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores)",
+        machine_line(),
         table(("what", "seconds", "what ran", "target"), timings),
         f"## Snippet run times (sum {total:.1f} s; the build runs them {os.cpu_count()} at a time)",
         table(("snippet", "seconds"), snippet_times()),
         "## Page weight (bytes)",
         table(("page", "HTML", "CSS", "JS"), weights),
+        scores,
     ]) + "\n"
     REPORT.write_text(report, encoding="utf-8")
     print(report)

@@ -15,7 +15,7 @@ DOCTOR = ROOT / "snippets" / "gpu" / "gpu_doctor.py"
 CPU_ONLY = torch.version.cuda is None and torch.version.hip is None
 KEYS = {"torch", "python", "platform", "build", "cuda_runtime", "hip", "cudnn",
         "cuda_visible_devices", "nvidia_smi", "cuda_available", "device_count",
-        "init_warnings", "devices", "gpu_used", "reason", "notes"}
+        "init_warnings", "devices", "gpu_used", "gpu", "reason", "notes"}
 OLD_DRIVER = ("CUDA initialization: The NVIDIA driver on your system is too old "
               "(found version 12020). Please update your GPU driver.")
 
@@ -127,11 +127,12 @@ def test_a_working_gpu_gets_no_reason_and_a_hint(doctor):
     gpu = {"device": "cuda:0", "name": "NVIDIA H100", "total_memory_gib": 79.2, "capability": "9.0",
            "multiprocessors": 132, "matmul": {"ok": True, "max_abs_diff": 2e-5}}
     report = simulated(doctor, gpu_used=True, cuda_available=True, device_count=1,
-                       python="3.11", platform="Linux", cudnn=91000)
+                       python="3.11", platform="Linux", cudnn=91000,
+                       gpu=doctor.gpu_in_use(gpu, "cuda"))
     report["devices"] = report["devices"] + [gpu]
     report["reason"], report["notes"] = doctor.diagnose(report), doctor.notes(report)
     text = doctor.render(report)
-    assert report["reason"] is None and "the GPU is usable" in text
+    assert report["reason"] is None and "the GPU in use is cuda:0 (NVIDIA H100)" in text
     assert "capability 9.0, 132 SMs" in text and "next(model.parameters()).device" in text
 
 
@@ -145,3 +146,71 @@ def test_an_old_driver_is_diagnosed_end_to_end(doctor, monkeypatch, capsys):
     assert report["reason"]["code"] == "driver-too-old" and not report["gpu_used"]
     assert any("too old" in note for note in report["notes"])
 
+
+
+@pytest.fixture
+def machine(doctor, monkeypatch):
+    """Simulate another build of torch on another machine, then run collect().
+
+    What is faked: the build's version fields, whether MPS is built and available,
+    what CUDA start-up reports, what nvidia-smi says, and the matmul on any device
+    other than the CPU (there is none here to run it on). The rest of the doctor,
+    diagnosis and rendering included, is the real code.
+    """
+    def simulate(cuda=None, hip=None, mps=(False, False), probe=(False, 0, []), smi=None):
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+        monkeypatch.setattr(torch.version, "cuda", cuda)
+        monkeypatch.setattr(torch.version, "hip", hip)
+        monkeypatch.setattr(torch.backends.mps, "is_built", lambda: mps[0])
+        monkeypatch.setattr(torch.backends.mps, "is_available", lambda: mps[1])
+        monkeypatch.setattr(doctor, "probe_cuda", lambda: probe)
+        monkeypatch.setattr(doctor, "nvidia_smi", lambda: smi)
+        real = doctor.matmul_check
+        monkeypatch.setattr(doctor, "matmul_check", lambda device: real("cpu"))
+        report = doctor.collect()
+        return report, doctor.render(report)
+    return simulate
+
+
+def test_a_mac_with_mps_is_using_apples_gpu(machine):
+    report, text = machine(mps=(True, True))
+    assert report["build"] == "mps" and report["gpu_used"] and report["reason"] is None
+    assert "Verdict: the GPU in use is Apple's MPS" in text and "no GPU" not in text
+
+
+def test_a_mac_without_mps_says_why(machine):
+    report, _ = machine(mps=(True, False))
+    assert report["reason"]["code"] == "mps-unavailable"
+
+
+def test_a_rocm_build_is_named_not_called_cpu_only(machine):
+    report, text = machine(hip="6.4.43482")
+    assert report["build"] == "rocm" and "(ROCm build)" in text
+    assert report["reason"]["code"] == "no-visible-device"
+
+
+def test_a_rocm_gpu_is_used_through_torch_cuda(machine, monkeypatch, doctor):
+    monkeypatch.setattr(doctor, "cuda_device", lambda i: {
+        "device": f"cuda:{i}", "name": "AMD Instinct MI300X", "total_memory_gib": 192.0,
+        "capability": "9.4", "multiprocessors": 304, "matmul": {"ok": True, "max_abs_diff": 1e-5}})
+    report, text = machine(hip="6.4.43482", probe=(True, 1, []))
+    assert report["gpu"] == "cuda:0 (AMD Instinct MI300X) through ROCm"
+    assert report["reason"] is None and "ROCm" in text
+
+
+def test_a_cuda_build_on_a_machine_without_a_driver(machine):
+    report, text = machine(cuda="13.0")
+    assert report["build"] == "cuda" and report["reason"]["code"] == "no-driver"
+    assert "CPU-only wheel" in report["reason"]["fix"] and "[no-driver]" in text
+
+
+def test_a_cpu_only_build_is_called_cpu_only(machine):
+    report, text = machine()
+    assert report["reason"]["code"] == "cpu-only-build" and "(CPU-only build)" in text
+
+
+def test_an_xpu_build_is_named(machine, monkeypatch):
+    monkeypatch.setattr(torch.version, "xpu", "20250201", raising=False)
+    report, text = machine()
+    assert report["build"] == "xpu" and "(Intel XPU build)" in text
+    assert report["reason"]["code"] == "no-visible-device"

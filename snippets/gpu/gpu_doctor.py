@@ -26,12 +26,20 @@ WIDTH = 80  # of the text report
 
 
 def build_kind() -> str:
-    """The GPU runtime this torch was compiled with: "cuda", "rocm" or "cpu"."""
+    """The GPU runtime this torch was compiled with: cuda, rocm, xpu, mps or cpu."""
     if torch.version.cuda:
         return "cuda"
     if getattr(torch.version, "hip", None):
         return "rocm"
+    if getattr(torch.version, "xpu", None):
+        return "xpu"
+    if torch.backends.mps.is_built():  # the macOS wheels
+        return "mps"
     return "cpu"
+
+
+BUILDS = {"cpu": "CPU-only build", "cuda": "CUDA build", "rocm": "ROCm build",
+          "xpu": "Intel XPU build", "mps": "macOS build with MPS"}
 
 
 def hides_all_devices(visible: str | None) -> bool:
@@ -102,6 +110,19 @@ def matmul_check(device: str) -> dict:
     return {"ok": diff <= tolerance, "max_abs_diff": diff}
 
 
+def other_devices() -> list[dict]:
+    """Apple's MPS and Intel XPUs, which torch.cuda does not list."""
+    found = []
+    if torch.backends.mps.is_available():
+        found.append({"device": "mps", "name": "Apple MPS (Metal Performance Shaders)",
+                      "matmul": matmul_check("mps")})
+    xpu = getattr(torch, "xpu", None)
+    if xpu is not None and xpu.is_available():
+        found += [{"device": f"xpu:{i}", "name": xpu.get_device_name(i),
+                   "matmul": matmul_check(f"xpu:{i}")} for i in range(xpu.device_count())]
+    return found
+
+
 def cuda_device(index: int) -> dict:
     props = torch.cuda.get_device_properties(index)
     return {"device": f"cuda:{index}", "name": props.name,
@@ -116,8 +137,9 @@ def collect() -> dict:
     available, count, init_warnings = probe_cuda()
     cudnn = torch.backends.cudnn
     devices = [{"device": "cpu", "name": cpu_name(), "matmul": matmul_check("cpu")}]
-    if available:
+    if available:  # on a ROCm build, torch.cuda drives the AMD GPUs
         devices += [cuda_device(i) for i in range(count)]
+    devices += other_devices()
     report = {
         "torch": torch.__version__,
         "python": platform.python_version(),
@@ -133,11 +155,20 @@ def collect() -> dict:
         "init_warnings": init_warnings,
         "devices": devices,
     }
-    report["gpu_used"] = any(d["device"] != "cpu" and d["matmul"]["ok"]
-                             for d in devices)
+    working = [d for d in devices if d["device"] != "cpu" and d["matmul"]["ok"]]
+    report["gpu_used"] = bool(working)
+    report["gpu"] = gpu_in_use(working[0], report["build"]) if working else None
     report["reason"] = diagnose(report)
     report["notes"] = notes(report)
     return report
+
+
+def gpu_in_use(device: dict, build: str) -> str:
+    """'cuda:0 (NVIDIA H200)', or "Apple's MPS" on a Mac."""
+    if device["device"] == "mps":
+        return "Apple's MPS (device 'mps')"
+    through = " through ROCm" if build == "rocm" else ""
+    return f"{device['device']} ({device['name']}){through}"
 
 
 def finding(code: str, message: str, fix: str) -> dict:
@@ -185,14 +216,27 @@ def diagnose(report: dict) -> dict | None:
         return finding(
             "no-driver",
             "This torch is a CUDA build, but no NVIDIA driver answers (nvidia-smi is "
-            "not on PATH, or CUDA found no driver).",
-            "Install the NVIDIA driver; in a container, start it with access to the "
-            "GPU (e.g. `docker run --gpus all` with the NVIDIA Container Toolkit).")
+            "not on PATH, or CUDA found no driver). `pip install torch` on Linux "
+            "x86-64 gives a CUDA build whether or not the machine has an NVIDIA GPU.",
+            "If the machine has an NVIDIA GPU, install its driver; in a container, "
+            "start it with access to the GPU (e.g. `docker run --gpus all` with the "
+            "NVIDIA Container Toolkit). If it has none (most laptops with Intel or AMD "
+            "graphics), CUDA cannot help: run on the CPU, and install the much smaller "
+            "CPU-only wheel from pytorch.org's install selector.")
+    if report["build"] == "mps":
+        return finding(
+            "mps-unavailable",
+            "This macOS build of torch supports Apple's MPS, but "
+            "torch.backends.mps.is_available() is False.",
+            "MPS needs macOS 12.3 or newer and a Mac with Apple silicon or a "
+            "Metal-capable AMD GPU; on an older Mac the CPU is all there is.")
     return finding(
-        "no-visible-device", "The GPU runtime started but reports no device.",
-        "Check that `nvidia-smi -L` (or `rocm-smi`) lists the GPU, that "
-        "CUDA_VISIBLE_DEVICES names it, and that a container or job scheduler gave "
-        "this process access to it.")
+        "no-visible-device", f"The {BUILDS[report['build']]}'s GPU runtime started but "
+        "reports no device.",
+        "Check that `nvidia-smi -L` (CUDA), `rocm-smi` (ROCm) or `xpu-smi discovery` "
+        "(Intel) lists the GPU, that CUDA_VISIBLE_DEVICES (HIP_VISIBLE_DEVICES, "
+        "ZE_AFFINITY_MASK) names it, and that a container or job scheduler gave this "
+        "process access to it.")
 
 
 def notes(report: dict) -> list[str]:
@@ -230,10 +274,9 @@ def matmul_text(check: dict) -> str:
 def render(report: dict) -> str:
     """The report as aligned text."""
     smi = report["nvidia_smi"]
-    build = {"cpu": "CPU-only build", "cuda": "CUDA build", "rocm": "ROCm build"}
     visible = report["cuda_visible_devices"]
     rows = [
-        ("torch", f"{report['torch']} ({build[report['build']]})"),
+        ("torch", f"{report['torch']} ({BUILDS[report['build']]})"),
         ("Python", f"{report['python']} on {report['platform']}"),
         ("CUDA runtime", report["cuda_runtime"] or "none (torch.version.cuda is None)"),
         ("cuDNN", report["cudnn"] or "none"),
@@ -257,7 +300,7 @@ def render(report: dict) -> str:
         lines.append(f"          {matmul_text(d['matmul'])}")
     reason = report["reason"]
     if reason is None:
-        lines += ["", "Verdict: the GPU is usable."]
+        lines += ["", wrap("Verdict: ", f"the GPU in use is {report['gpu']}.")]
     else:
         lines += ["", "Verdict: no GPU is in use.",
                   wrap("  Reason  ", f"[{reason['code']}] {reason['message']}"),

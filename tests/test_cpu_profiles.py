@@ -1,0 +1,90 @@
+"""Every snippet runs as a reader runs it (``python snippets/...py``) on weaker CPUs.
+
+CI and readers do not share one CPU model: one CI host is a Xeon with AMX, another an
+AMD EPYC with AVX2 only, and readers bring old laptops. These variables make this
+machine's torch take the code paths of such a CPU:
+
+* ``ATEN_CPU_CAPABILITY`` picks ATen's vectorised kernels (``default`` = no AVX);
+* ``ONEDNN_MAX_CPU_ISA`` caps oneDNN (bf16 matmuls, convolutions);
+* ``MKL_ENABLE_INSTRUCTIONS`` caps MKL (float32 GEMM);
+* ``OMP_NUM_THREADS=1`` leaves one thread, as on a one-core laptop.
+
+``test_profile_really_changes_the_kernels`` shows that they take effect here. Each
+snippet must also finish within half its timeout, which is what its time budget is
+for. The two profiles run side by side, one per core; each snippet's seconds are
+written to ``test-artifacts/cpu-profiles.txt``.
+"""
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import snippets
+from tests.conftest import ROOT
+
+PROFILES = snippets.CPU_PROFILES
+# What each profile must show, where the CPU has at least that much.
+KERNELS = {"avx2": ("AVX2", "Intel AVX2", "AVX2"), "old-laptop": ("DEFAULT", "Intel SSE4.1", "SSE4.2")}
+PROBE = """
+import torch
+print("capability", torch.backends.cpu.get_cpu_capability())
+a = torch.randn(64, 64)
+a @ a
+torch.nn.functional.conv2d(torch.randn(1, 64, 56, 56), torch.randn(64, 64, 3, 3))  # oneDNN
+"""
+
+
+def run_profile(name: str) -> list[snippets.Result]:
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for path in snippets.discover():
+            outdir = snippets.output_dir(Path(tmp), path)
+            results.append(snippets.execute(path, outdir, env=PROFILES[name]))
+    return results
+
+
+@pytest.fixture(scope="module")
+def profile_runs() -> dict[str, list[snippets.Result]]:
+    with ThreadPoolExecutor(max_workers=len(PROFILES)) as pool:
+        runs = dict(zip(PROFILES, pool.map(run_profile, PROFILES)))
+    lines = []
+    for name, results in runs.items():
+        lines.append(f"== {name}: " + " ".join(f"{k}={v}" for k, v in PROFILES[name].items()))
+        lines += [f"{r.seconds:7.1f} s / {r.timeout:3d} s  {r.path}  "
+                  f"{'ok' if r.ok else 'FAILED: ' + r.why()}" for r in results]
+        lines.append(f"{sum(r.seconds for r in results):7.1f} s in all")
+    artifacts = ROOT / "test-artifacts"
+    artifacts.mkdir(exist_ok=True)
+    (artifacts / "cpu-profiles.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return runs
+
+
+@pytest.mark.parametrize("name", PROFILES)
+def test_every_snippet_passes_within_half_its_timeout(name, profile_runs):
+    results = profile_runs[name]
+    failed = [r.failure() for r in results if not r.ok]
+    assert not failed, f"under the {name} profile:\n\n" + "\n\n".join(failed)
+    slow = [f"{r.path}: {r.seconds} s of {r.timeout} s" for r in results if r.seconds > r.timeout / 2]
+    assert not slow, f"under the {name} profile, over half the timeout: {slow}"
+
+
+@pytest.mark.parametrize("name", PROFILES)
+def test_profile_really_changes_the_kernels(name):
+    """ATen's capability, oneDNN's ISA and MKL's code path, as the libraries report them."""
+    if name == "avx2" and "avx2" not in snippets.cpu_flags():
+        pytest.skip("this CPU has no AVX2: the avx2 profile cannot be checked here")
+    env = dict(os.environ, **PROFILES[name], ONEDNN_VERBOSE="1", MKL_VERBOSE="1")
+    out = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True,
+                         text=True, timeout=120, check=True).stdout
+    aten, onednn, mkl = KERNELS[name]
+    assert f"capability {aten}" in out
+    assert re.search(rf"onednn_verbose,.*info,cpu,isa:{re.escape(onednn)}", out), out[:2000]
+    mkl_line = next((line for line in out.splitlines() if line.startswith("MKL_VERBOSE oneMKL")), None)
+    if mkl_line is None:
+        pytest.skip("this torch does not use MKL (e.g. an ARM build)")
+    assert f"({mkl})" in mkl_line.replace("Intel(R) ", ""), mkl_line
