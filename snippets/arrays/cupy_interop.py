@@ -54,7 +54,7 @@ def via_cuda_array_interface(cp):
     print("CuPy exports CAI version", cai["version"],
           "with stream", cai["stream"])
     assert cai["version"] == 3 and cai["stream"] not in (None, 0)
-    y = torch.as_tensor(x, device="cuda")  # PyTorch wraps CuPy's memory
+    y = torch.as_tensor(x, device="cuda")  # wraps CuPy's memory, ignores "stream"
     y += 1
     assert y.data_ptr() == x.data.ptr
     assert cp.array_equal(x, cp.arange(1, 5, dtype=cp.float32))

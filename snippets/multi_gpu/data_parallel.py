@@ -122,13 +122,44 @@ else:
 # --8<-- [end:output_device]
 
 # --8<-- [start:real]
+from torch._utils import _get_all_device_indices, _get_available_device_type
+
+
+def real_data_parallel_plan(device_type, n_devices):
+    """What the real nn.DataParallel can show here, decided before touching a GPU.
+
+    device_type is what DataParallel.__init__ consults (_get_available_device_type):
+    None or "mps" leaves device_ids == [] and makes it a plain call; any other
+    accelerator gives device_ids = all its devices, and with only one of them the
+    constructor moves the module to that device.
+    """
+    if device_type in (None, "mps"):
+        return "plain call"
+    if device_type == "cuda" and n_devices >= 2:
+        return "run"
+    return "too few"
+
+
+device_type = _get_available_device_type()
 n_gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-if n_gpus < 2:
-    wrapped = nn.DataParallel(model)
+plan = real_data_parallel_plan(device_type, n_gpus)
+if plan != "run":
+    print(f"Real nn.DataParallel: NOT RUN here: {n_gpus} CUDA "
+          f"device{'' if n_gpus == 1 else 's'}, it needs 2 or more.")
+if plan == "plain call":
+    wrapped = nn.DataParallel(model)  # returns early: nothing is moved
     assert wrapped.device_ids == [] and wrapped.module is model  # a plain call
-    print(f"Real nn.DataParallel: NOT RUN here: {n_gpus} CUDA devices, "
-          "it needs 2 or more.")
     print("  (Here nn.DataParallel(model) has device_ids == [] and calls the module.)")
+elif plan == "too few":
+    # Not constructed: with one device, DataParallel.__init__ would take
+    # device_ids=[0] and move `model` itself to that device.
+    ids = _get_all_device_indices()  # what DataParallel(model) would use
+    moves = f" and move the module to {device_type}:{ids[0]}" if len(ids) == 1 else ""
+    print(f"  (Here nn.DataParallel(model) would take device_ids == {ids}{moves}; "
+          "it was not constructed, so the model stays where it was.)")
+    if device_type == "cuda":
+        assert ids == list(range(n_gpus))
+    assert all(p.device.type == "cpu" for p in model.parameters())  # model stayed
 else:
     from torch.nn.parallel import gather, parallel_apply, replicate, scatter
 

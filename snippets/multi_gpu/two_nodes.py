@@ -35,7 +35,11 @@ def torchrun_args(endpoint, job_id):
 
 
 def start_node(args):
-    env = dict(os.environ, GLOO_SOCKET_IFNAME=LOOPBACK, OMP_NUM_THREADS="1")
+    # Both "nodes" share this machine's GPUs: node 1's local rank 0 would take cuda:0
+    # like node 0's, and NCCL refuses two ranks on one GPU. Hide the GPUs, so that
+    # ddp.py picks the CPU and gloo for the simulation.
+    env = dict(os.environ, GLOO_SOCKET_IFNAME=LOOPBACK, OMP_NUM_THREADS="1",
+               CUDA_VISIBLE_DEVICES="")
     # `python -m torch.distributed.run` is what the `torchrun` command runs
     command = [sys.executable, "-m", "torch.distributed.run", *args, str(SCRIPT)]
     return subprocess.Popen(command, env=env, text=True, stdout=subprocess.PIPE,
@@ -64,6 +68,7 @@ lines = "\n".join(out for out, _ in results)
 found = sorted(set(re.findall(r"\[node (\d), local rank (\d), rank (\d)/4\]", lines)))
 expected = [(str(r // PER_NODE), str(r % PER_NODE), str(r)) for r in range(4)]
 assert found == expected, found
+assert "backend gloo, device cpu" in lines  # the GPUs, if any, were hidden
 store = re.search(r"store ([\w.\-]+:\d+)", lines).group(1)
 # a second port, opened by node 0's agent for the workers
 assert store.rsplit(":", 1)[1] != endpoint.rsplit(":", 1)[1]
