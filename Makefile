@@ -8,7 +8,7 @@ NODE   := node_modules/.package-lock.json
 
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: serve build test bench clean
+.PHONY: serve build test bench record clean translations translated pdf lighthouse
 
 $(STAMP): requirements.txt
 	@$(PYTHON) -c 'import sys, venv; sys.exit(0 if sys.version_info >= (3, 10) else "This project needs Python 3.10 or newer; $(PYTHON) is " + sys.version.split()[0] + ". Run: make PYTHON=python3.11 ...")' \
@@ -33,8 +33,33 @@ build: $(STAMP)
 test: $(STAMP) $(NODE)
 	$(BIN)/python -m pytest
 
+# PROFILE=avx2 (the default), old-laptop or native: the CPU that bench emulates.
 bench: $(STAMP)
-	$(BIN)/python -m tests.bench
+	$(BIN)/python -m tests.bench $(PROFILE)
+
+# Runs every snippet here and writes records/<device>-<date>.json. Without mkdocs
+# or a venv (a GPU machine with only torch): python3 tools/records.py
+record: $(STAMP)
+	$(BIN)/python tools/records.py
+
+# Chinese pages whose English prose changed since they were translated, with the diff.
+translations: $(STAMP)
+	$(BIN)/python tools/translations.py report
+
+# After updating a translation: record the English prose it now follows (tools/translations.py).
+# INITIAL=1 (no PAGE): the first stamp of every page that never had one.
+translated: $(STAMP)
+	$(BIN)/python tools/translations.py stamp $(if $(INITIAL),--initial) $(PAGE)
+
+# One PDF per language from the built site (site/pdf/, site/zh/pdf/; tools/pdf.py):
+# Debian's Chromium prints hooks/print_page.py's print pages. Builds the site first if needed.
+pdf: $(STAMP)
+	test -f site/pdf/print.html || $(BIN)/mkdocs build --strict
+	$(BIN)/python tools/pdf.py site
+
+# Lighthouse (npm, pinned in package.json) on six pages, offline; tests/bench.py prints the table.
+lighthouse: $(STAMP) $(NODE)
+	$(BIN)/python -m tests.lighthouse
 
 clean:
 	rm -rf site .cache test-artifacts

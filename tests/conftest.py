@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "hooks"))
+sys.path[:0] = [str(ROOT / "hooks"), str(ROOT / "tools")]
 
 import snippet_runner  # noqa: E402
 
@@ -30,6 +30,9 @@ def pytest_unconfigure(config):
     shutil.rmtree(os.environ["SNIPPET_CACHE_DIR"], ignore_errors=True)
 
 
+# The repository the page actions link to in the test build; the Pages workflow sets the real one.
+REPO_URL = os.environ.get("REPO_URL") or "https://github.com/example/pytorch-on-gpus"
+
 OFFLINE = ["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$@"', "offline"]
 
 
@@ -42,11 +45,11 @@ def offline_reason() -> str | None:
     return None if probe.returncode == 0 else f"unshare --net refused: {probe.stderr.strip()}"
 
 
-def mkdocs_build(root: Path, site: Path, prefix=()) -> subprocess.CompletedProcess:
+def mkdocs_build(root: Path, site: Path, prefix=(), env: dict | None = None) -> subprocess.CompletedProcess:
     """A strict build, never with -q: quiet mode hides the warnings strict counts."""
     return subprocess.run(
         [*prefix, sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(site)],
-        cwd=root, capture_output=True, text=True, timeout=600,
+        cwd=root, capture_output=True, text=True, timeout=600, env={**os.environ, **(env or {})},
     )
 
 
@@ -55,7 +58,8 @@ def build(tmp_path_factory):
     """The real site, built once (offline when possible); its log is kept beside it."""
     out = tmp_path_factory.mktemp("build") / "site"
     reason = offline_reason()
-    proc = mkdocs_build(ROOT, out, prefix=() if reason else OFFLINE)
+    # With REPO_URL, as the Pages workflow builds: the page actions are rendered (test_page_actions.py).
+    proc = mkdocs_build(ROOT, out, prefix=() if reason else OFFLINE, env={"REPO_URL": REPO_URL})
     (out.parent / "build.log").write_text(proc.stderr, encoding="utf-8")
     return proc, out, reason
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from tests.conftest import ROOT, mkdocs_build
 
-COPIED = ["mkdocs.yml", "docs", "snippets", "hooks", ".cache/mkdocs-jupyter"]
+COPIED = ["mkdocs.yml", "docs", "snippets", "hooks", "tools", "records", ".cache/mkdocs-jupyter"]
 
 
 @pytest.fixture
@@ -80,3 +80,9 @@ def test_unknown_output_line_fails_the_build(project):
     page = project / "docs" / "glossary.md"
     page.write_text(page.read_text() + "\n<!-- output: snippets/nowhere.py -->\n")
     assert "snippets/nowhere.py" in build_fails(project)
+
+
+def test_malformed_record_fails_the_build(project):
+    (project / "records" / "nvidia-h200-2026-12-03.json").write_text('{"machine": {}', encoding="utf-8")
+    log = build_fails(project)
+    assert "records/nvidia-h200-2026-12-03.json: not valid JSON" in log

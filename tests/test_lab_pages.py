@@ -1,0 +1,33 @@
+"""Lab pages stay light: JupyterLab's CSS is one shared file, not inlined in every page.
+
+hooks/notebooks.py moves mkdocs-jupyter's inline ``<style>`` blocks (about 590 KB)
+into ``assets/jupyter/<hash>.css``. Screenshots before and after that change were
+pixel-identical; the browser tests check the pages' axe results and failed loads.
+"""
+
+import re
+
+import pytest
+from tests.pages import DOCS, url_path
+
+LIMIT = 150 * 1024
+LABS = sorted(p for p in (DOCS / "labs").glob("*.md") if not p.name.endswith(".zh.md"))
+LINK = re.compile(r'<link rel="stylesheet" href="([^"]*assets/jupyter/[0-9a-f]{12}\.css)">')
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_lab_pages_link_one_shared_stylesheet(site, lang):
+    targets = set()
+    for lab in LABS:
+        page = site / url_path(lab, lang) / "index.html"
+        html = page.read_text(encoding="utf-8")
+        assert len(html.encode()) <= LIMIT, f"{page.relative_to(site)}: {len(html.encode())} bytes"
+        body = html.partition("</head>")[2]
+        assert "<style" not in body, f"{page.relative_to(site)} still inlines CSS"
+        assert "cdnjs" not in html, f"{page.relative_to(site)} still carries the mermaid loader"
+        links = LINK.findall(body)
+        assert len(links) == 1, f"{page.relative_to(site)}: {links}"
+        target = (page.parent / links[0]).resolve()
+        assert target.is_file() and target.stat().st_size > 100_000
+        targets.add(target)
+    assert len(targets) == 1, targets

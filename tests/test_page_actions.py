@@ -1,0 +1,114 @@
+"""Page actions (hooks/page_actions.py): with REPO_URL, every page of both languages links its own
+source file and a prefilled issue form; without it, nothing is rendered and the build is unchanged.
+
+The session build runs with REPO_URL set, as the Pages workflow does (tests/conftest.py);
+the case without it loads the config and renders a page with the hook directly, with no
+second build.
+"""
+
+import html
+import logging
+import os
+import re
+import subprocess
+from urllib.parse import parse_qs, urlsplit
+
+import page_actions  # hooks/ is on sys.path (tests/conftest.py)
+import snippets  # tools/snippets.py; tools/ is on sys.path (tests/conftest.py)
+from mkdocs.config import load_config
+from mkdocs.structure.files import File
+from mkdocs.structure.pages import Page
+from tests.conftest import REPO_URL, ROOT
+from tests.pages import DOCS, en_pages, twin, url_path
+
+ACTION = re.compile(r'<a href="([^"]+)" title="([^"]+)"(?: aria-label="[^"]+")? class="md-content__button md-icon"')
+# (English page, language): url_path() takes the English page for both languages.
+PAGES = [(page, "en") for page in en_pages()] + [(page, "zh") for page in en_pages() if twin(page).is_file()]
+TITLE = {"en": "Problem on the page “", "zh": "页面问题："}
+LANGUAGE = {"en": "**Language:** English (en)", "zh": "**语言**：中文（zh）"}
+
+
+def built_from() -> str:
+    if os.environ.get("GITHUB_SHA"):
+        return os.environ["GITHUB_SHA"]
+    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def actions(site, page, lang) -> dict[str, str]:
+    """The page's action links by title, in the order Material and the hook render them."""
+    text = (site / url_path(page, lang) / "index.html").read_text(encoding="utf-8")
+    return {title: html.unescape(href) for href, title in ACTION.findall(text)}
+
+
+def test_every_page_links_its_own_language_file(site):
+    wrong = []
+    for page, lang in PAGES:
+        source = (page if lang == "en" else twin(page)).relative_to(ROOT).as_posix()  # docs/<page>.zh.md in zh
+        hrefs = set(actions(site, page, lang).values())
+        for expected in (f"{REPO_URL}/edit/main/{source}", f"{REPO_URL}/raw/main/{source}"):
+            if expected not in hrefs:
+                wrong.append(f"{url_path(page, lang) or '/'}: no link to {expected} among {sorted(hrefs)}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_every_page_offers_a_prefilled_report(site):
+    commit, torch = built_from(), snippets.machine()["torch"]
+    wrong = []
+    for page, lang in PAGES:
+        where = url_path(page, lang) or "/"
+        reports = [href for href in actions(site, page, lang).values() if "/issues/new?" in href]
+        if len(reports) != 1:
+            wrong.append(f"{where}: {len(reports)} report links")
+            continue
+        url = urlsplit(reports[0])
+        query = {key: values[0] for key, values in parse_qs(url.query).items()}
+        body = query.get("body", "")
+        checks = {
+            "repository": f"{url.scheme}://{url.netloc}{url.path}" == f"{REPO_URL}/issues/new",
+            "title in the page's language": query.get("title", "").startswith(TITLE[lang]),
+            "page URL": f"/{url_path(page, lang)}\n" in body,
+            "language": LANGUAGE[lang] in body,
+            "commit": commit in body,
+            "torch": f"torch {torch} · " in body,
+            "date": re.search(r" · \d{4}-\d{2}-\d{2}\n", body) is not None,
+        }
+        wrong += [f"{where}: report link lacks the {what}: {query}" for what, ok in checks.items() if not ok]
+    assert not wrong, "\n".join(wrong[:20])
+
+
+def test_the_header_repository_link_makes_no_request(site):
+    """Material's JavaScript asks api.github.com about any data-md-component="source"."""
+    marked = [p for p in site.rglob("*.html") if 'data-md-component="source"' in p.read_text(encoding="utf-8")]
+    assert not marked, marked[:5]
+    assert f'<a href="{REPO_URL}" title=' in (site / "index.html").read_text(encoding="utf-8")
+
+
+def test_the_report_url_is_one_encoded_link():
+    facts = {"commit": "abc", "device": "cpu: x", "torch": "2.13.0+cpu", "date": "2026-01-01"}
+    url = page_actions.report_url("https://github.com/o/r/", "A & B #1?", "https://h/zh/a/", "zh", facts)
+    parts = urlsplit(url)
+    assert (parts.netloc, parts.path) == ("github.com", "/o/r/issues/new")
+    assert not re.search(r"[\s#&](?!body=)", url.split("?", 1)[1]), url
+    query = parse_qs(parts.query)
+    assert query["title"] == ["页面问题：A & B #1?"]
+    assert query["body"][0].startswith("**页面**：https://h/zh/a/\n**语言**：中文（zh）\n**构建所用的提交**：abc\n")
+
+
+def test_without_repo_url_nothing_is_rendered(monkeypatch, caplog):
+    monkeypatch.delenv("REPO_URL", raising=False)
+    config = load_config(str(ROOT / "mkdocs.yml"))
+    assert config.repo_url is None
+    config = page_actions.on_config(config)
+    assert config.edit_uri is None
+    with caplog.at_level(logging.WARNING):
+        page = Page(None, File("pytorch/tensors.zh.md", str(DOCS), config.site_dir, True), config)
+    assert page.edit_url is None  # Material renders no edit or view link
+    assert not caplog.records, [r.getMessage() for r in caplog.records]  # strict would fail on one
+    rendered = '<html><article class="md-content__inner md-typeset"><h1>T</h1></article></html>'
+    assert page_actions.on_post_page(rendered, page, config) == rendered
+
+
+def test_the_pages_workflow_sets_repo_url():
+    workflow = (ROOT / ".github" / "workflows" / "pages.yml").read_text(encoding="utf-8")
+    assert "REPO_URL: ${{ github.server_url }}/${{ github.repository }}" in workflow
