@@ -52,30 +52,6 @@ assert hidden.stdout.split() == ["False", "0"]  # an empty list hides every GPU
 # --8<-- [end:visible]
 
 
-# --8<-- [start:mismatch]
-def mixed_devices() -> str:
-    try:
-        torch.ones(3, device="cuda") + torch.ones(3)
-    except RuntimeError as error:
-        return str(error)
-    raise AssertionError("mixing devices must fail")
-
-
-if torch.cuda.is_available():
-    message = mixed_devices()
-else:  # fake tensors carry a device but no data: the same check, no GPU needed
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
-    with FakeTensorMode():
-        message = mixed_devices()
-print(message)
-# A real GPU, and fake tensors from torch 2.13 on, say "Expected all tensors to be on
-# the same device"; the fake tensors of torch 2.11 and 2.12 word it differently.
-assert "cuda:0" in message and "cpu" in message
-if torch.cuda.is_available():
-    assert message.startswith("Expected all tensors to be on the same device")
-# --8<-- [end:mismatch]
-
 # --8<-- [start:oom]
 assert torch.cuda.OutOfMemoryError is torch.OutOfMemoryError
 assert issubclass(torch.OutOfMemoryError, RuntimeError)
