@@ -15,6 +15,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+import records
+import snippet_runner
 from axe_playwright_python.async_playwright import Axe as AsyncAxe
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import async_playwright
@@ -187,3 +189,22 @@ def test_home_screenshot(tab, server, lang):
     shot = ARTIFACTS / f"home-{lang}.png"
     tab.screenshot(path=str(shot), full_page=True)
     assert shot.stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_output_tabs_show_the_build_then_each_record(tab, server, lang):
+    """The build's own run is the first tab; a current record's tab shows its run and provenance."""
+    path = "snippets/pytorch/tensors.py"
+    shown = [r for r in records.load() if r.status(path)[0] in ("current", "failed")]
+    if not shown:
+        pytest.skip(f"no record holds today's {path}: nothing to show beside the build")
+    labels = snippet_runner.LABELS[lang]
+    tab.goto(server + ("zh/" if lang == "zh" else "") + "pytorch/tensors/", wait_until="networkidle")
+    tabs = tab.locator(".tabbed-set").filter(has_text=labels["build"]).first
+    names = [name.strip() for name in tabs.locator(".tabbed-labels label").all_inner_texts()]
+    assert names == [labels["build"]] + [snippet_runner.record_label(r) for r in shown]
+    tabs.locator(".tabbed-labels label").nth(1).click()
+    provenance = tabs.locator(".tabbed-block").nth(1).locator(".snippet-provenance")
+    assert provenance.inner_text().startswith(f"{labels['recorded']} {shown[0].machine['device']}")
+    ARTIFACTS.mkdir(exist_ok=True)
+    tabs.screenshot(path=str(ARTIFACTS / f"record-tabs-{lang}.png"))
