@@ -28,6 +28,7 @@ CHROMIUM = "/usr/bin/chromium"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--no-first-run"]
 ARTIFACTS = ROOT / "test-artifacts"
+PAGE_TIMEOUT = 120  # seconds for one page check; on one loaded core they take under 15
 
 
 PATHS = [url_path(p, lang) for lang in ("en", "zh") for p in en_pages()]
@@ -96,48 +97,51 @@ def record_problems(tab, server, leaving=Leaving):
     return problems
 
 
-async def check_page(context, server, path, slots) -> list[str]:
+async def check_page(browser, server, path, slots) -> list[str]:
     """One load per page: clean network and console, accessible, and a working switcher."""
     async with slots:
-        tab = await context.new_page()
-        leaving = Leaving()
-        problems = record_problems(tab, server, leaving)
-        try:
-            await tab.goto(server + path, wait_until="networkidle")
-            if not await tab.locator("h1").count():
-                problems.append("no h1")
-            violations = (await AsyncAxe().run(tab)).response["violations"]
-            problems += [f"axe {v['id']} ({v['impact']}): {v['help']} -> {[n['target'] for n in v['nodes']][:3]}"
-                         for v in violations if v["impact"] in ("serious", "critical")]
-            other = path.removeprefix("zh/") if path.startswith("zh/") else "zh/" + path
-            await tab.locator(".md-header__option .md-select").first.hover()
-            leaving.now = True
-            async with tab.expect_navigation(wait_until="commit"):  # the URL is what is checked
-                await tab.locator(f".md-select__link[hreflang={'en' if path.startswith('zh/') else 'zh'}]").click()
-            if tab.url != server + other:
-                problems.append(f"language switcher went to {tab.url}, not {server + other}")
-        except PlaywrightError as error:
-            problems.append(f"{type(error).__name__}: {error}")
+        context = await browser.new_context()
+        try:  # a page that never settles is a finding, not a stalled suite
+            return await asyncio.wait_for(check_tab(await context.new_page(), server, path), PAGE_TIMEOUT)
+        except asyncio.TimeoutError:
+            return [f"the page check did not finish within {PAGE_TIMEOUT} s"]
         finally:
-            leaving.now = True
-            await tab.close()
-        return problems
+            await context.close()
+
+
+async def check_tab(tab, server, path) -> list[str]:
+    """The checks of one page, in its own tab."""
+    leaving = Leaving()
+    problems = record_problems(tab, server, leaving)
+    try:
+        await tab.goto(server + path, wait_until="networkidle")
+        if not await tab.locator("h1").count():
+            problems.append("no h1")
+        violations = (await AsyncAxe().run(tab)).response["violations"]
+        problems += [f"axe {v['id']} ({v['impact']}): {v['help']} -> {[n['target'] for n in v['nodes']][:3]}"
+                     for v in violations if v["impact"] in ("serious", "critical")]
+        other = path.removeprefix("zh/") if path.startswith("zh/") else "zh/" + path
+        await tab.locator(".md-header__option .md-select").first.hover()
+        leaving.now = True
+        async with tab.expect_navigation(wait_until="commit"):  # the URL is what is checked
+            await tab.locator(f".md-select__link[hreflang={'en' if path.startswith('zh/') else 'zh'}]").click()
+        if tab.url != server + other:
+            problems.append(f"language switcher went to {tab.url}, not {server + other}")
+    except PlaywrightError as error:
+        problems.append(f"{type(error).__name__}: {error}")
+    finally:
+        leaving.now = True
+    return problems
 
 
 @pytest.fixture(scope="session")
 def page_reports(server):
-    """Every page checked, four tabs at a time, in one browser context.
-
-    One context, like one reader's browser: its HTTP cache serves the shared CSS, JS
-    and search index after the first page, which cut the checks by a fifth. A
-    missing file is still requested, and fails, on every page that links it.
-    """
+    """Every page checked, four tabs at a time: most of a page check is waiting."""
     async def check_all():
         async with async_playwright() as playwright:
             browser = await playwright.chromium.launch(executable_path=chromium(), args=FLAGS)
-            context = await browser.new_context()
             slots = asyncio.Semaphore(4)
-            reports = await asyncio.gather(*(check_page(context, server, p, slots) for p in PATHS))
+            reports = await asyncio.gather(*(check_page(browser, server, p, slots) for p in PATHS))
             await browser.close()
         return dict(zip(PATHS, reports))
     return asyncio.run(check_all())
