@@ -34,7 +34,7 @@ test: $(STAMP) $(NODE)
 	$(BIN)/python -m pytest
 
 # PROFILE=avx2 (the default), old-laptop or native: the CPU that bench emulates.
-bench: $(STAMP)
+bench: $(STAMP) $(NODE)
 	$(BIN)/python -m tests.bench $(PROFILE)
 
 # Runs every snippet here and writes records/<device>-<date>.json. Without mkdocs
