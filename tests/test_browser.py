@@ -100,13 +100,18 @@ def record_problems(tab, server, leaving=Leaving):
 async def check_page(browser, server, path, slots) -> list[str]:
     """One load per page: clean network and console, accessible, and a working switcher."""
     async with slots:
-        context = await browser.new_context()
         try:  # a page that never settles is a finding, not a stalled suite
-            return await asyncio.wait_for(check_tab(await context.new_page(), server, path), PAGE_TIMEOUT)
+            return await asyncio.wait_for(check_in_context(browser, server, path), PAGE_TIMEOUT)
         except asyncio.TimeoutError:
             return [f"the page check did not finish within {PAGE_TIMEOUT} s"]
-        finally:
-            await context.close()
+
+
+async def check_in_context(browser, server, path) -> list[str]:
+    context = await browser.new_context()
+    try:
+        return await check_tab(await context.new_page(), server, path)
+    finally:
+        await context.close()
 
 
 async def check_tab(tab, server, path) -> list[str]:
@@ -123,7 +128,7 @@ async def check_tab(tab, server, path) -> list[str]:
         other = path.removeprefix("zh/") if path.startswith("zh/") else "zh/" + path
         await tab.locator(".md-header__option .md-select").first.hover()
         leaving.now = True
-        async with tab.expect_navigation(wait_until="commit"):  # the URL is what is checked
+        async with tab.expect_navigation():
             await tab.locator(f".md-select__link[hreflang={'en' if path.startswith('zh/') else 'zh'}]").click()
         if tab.url != server + other:
             problems.append(f"language switcher went to {tab.url}, not {server + other}")
