@@ -66,11 +66,9 @@ def cache_dir() -> Path:
 
 
 def cache_key(path: Path) -> str:
-    digest = hashlib.sha256(json.dumps([FORMAT, snippets.machine()], sort_keys=True).encode())
-    for source in snippets.local_sources(path):
-        digest.update(relative(source).encode())
-        digest.update(source.read_bytes())
-    return digest.hexdigest()[:20]
+    """The machine and the sources' hashes: the same hashes a hardware record keeps."""
+    key = [FORMAT, snippets.machine(), snippets.source_hashes(path)]
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
 
 
 def run(path: Path, threads: int | None = None) -> Result:

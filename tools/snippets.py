@@ -161,26 +161,25 @@ def source_hashes(path: Path) -> dict[str, str]:
     return {relative(p): sha256(p) for p in local_sources(path)}
 
 
-@lru_cache(maxsize=None)
-def machine(python: str = sys.executable) -> dict:
-    """Device, torch, Python, CUDA, driver, GPUs, CPU and OS of ``python``'s torch."""
-    out = subprocess.run([python, "-c", PROBE], capture_output=True, text=True,
+@lru_cache(maxsize=1)
+def machine() -> dict:
+    """Device, torch, Python, CUDA, driver, GPUs, CPU and OS of this Python's torch."""
+    out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
                          timeout=DEFAULT_TIMEOUT, check=True)
     return json.loads(out.stdout)
 
 
-def execute(path: Path, outdir: Path, env: dict | None = None, timeout: int | None = None,
-            python: str = sys.executable) -> Result:
+def execute(path: Path, outdir: Path, env: dict | None = None) -> Result:
     """Run one snippet in its own process group; kill the whole group when it ends.
 
     ``env`` is added to this process's environment (for example a CPU profile, or
     ``OMP_NUM_THREADS``); figures land in ``outdir`` ($SNIPPET_OUTPUT_DIR).
     """
-    timeout = timeout or options(path)[0]
+    timeout = options(path)[0]
     environ = dict(os.environ, SNIPPET_OUTPUT_DIR=str(outdir), MPLBACKEND="Agg",
                    PYTHONUNBUFFERED="1") | (env or {})
     start = time.perf_counter()
-    proc = subprocess.Popen([python, str(path)], cwd=ROOT, env=environ, text=True,
+    proc = subprocess.Popen([sys.executable, str(path)], cwd=ROOT, env=environ, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
@@ -195,7 +194,7 @@ def execute(path: Path, outdir: Path, env: dict | None = None, timeout: int | No
     if code is None:
         stdout, stderr = proc.communicate()
     return Result(relative(path), code, stdout, stderr, round(time.perf_counter() - start, 2),
-                  timeout, machine(python), figures=sorted(p.name for p in outdir.iterdir()))
+                  timeout, machine(), figures=sorted(p.name for p in outdir.iterdir()))
 
 
 def output_dir(base: Path, path: Path) -> Path:
