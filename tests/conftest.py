@@ -26,6 +26,17 @@ def pytest_configure(config):
     os.environ["NO_MKDOCS_2_WARNING"] = "1"
 
 
+COLLECTED: set[str] = set()  # the test files this session runs
+
+
+def pytest_collection_finish(session):
+    """Start the CPU-profile runs now, in the background (tests/test_cpu_profiles.py)."""
+    COLLECTED.update(item.path.name for item in session.items)
+    if "test_cpu_profiles.py" in COLLECTED:
+        from tests import test_cpu_profiles
+        test_cpu_profiles.start()
+
+
 def pytest_unconfigure(config):
     shutil.rmtree(os.environ["SNIPPET_CACHE_DIR"], ignore_errors=True)
 
@@ -73,4 +84,7 @@ def snippet_results(build):
 def site(build):
     proc, out, _ = build
     assert proc.returncode == 0, f"strict build failed:\n{proc.stderr[-4000:]}"
+    if "test_pdf.py" in COLLECTED:  # print the PDFs in the background meanwhile
+        from tests import test_pdf
+        test_pdf.start(out)
     return out

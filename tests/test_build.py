@@ -1,6 +1,7 @@
 """The strict build passes, yields both languages, and runs each snippet once."""
 
 import html
+import json
 import re
 
 import pytest
@@ -46,6 +47,16 @@ def test_outputs_on_both_pages(site, snippet_results):
                 text = visible_text(html_of(site, page, lang))
                 assert first in text, f"{page}: {lang} page lacks {path}'s output"
                 assert f"{label} {result.env['device']}" in text
+
+
+def test_each_language_has_its_own_search_index(site):
+    """hooks/search_index.py: every page of a language in its index, and nothing else."""
+    for lang, index in (("en", "search"), ("zh", "zh/search")):
+        data = json.loads((site / index / "search_index.json").read_text(encoding="utf-8"))
+        indexed = {doc["location"].split("#")[0] for doc in data["docs"]}
+        expected = {url_path(page, lang).removeprefix("zh/") for page in en_pages()}
+        assert indexed == expected, f"{lang}: missing {expected - indexed}, foreign {indexed - expected}"
+        assert data["config"]["lang"] == (["en"] if lang == "en" else ["en", "zh"])
 
 
 def test_notebooks_downloadable(site):

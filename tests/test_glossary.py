@@ -13,29 +13,11 @@ import re
 from pathlib import Path
 
 import pytest
+from glossary import GLOSSARY, glossary_rows
 from tests.pages import DOCS, zh_pages
 from tests.zh_text import inline, prose, where
 
-GLOSSARY = DOCS / "glossary.zh.md"
-ROW = re.compile(r"^\|(.*)\|\s*$")
 LATIN = re.compile(r"[A-Za-z][A-Za-z .-]*")
-
-
-def glossary_rows(text: str | None = None) -> list[dict[str, str]]:
-    """Every row of every table whose header has the columns 中文 and 避免."""
-    text = GLOSSARY.read_text(encoding="utf-8") if text is None else text
-    rows, header = [], None
-    for line in text.splitlines():
-        match = ROW.match(line.strip())
-        if not match:
-            header = None
-            continue
-        cells = [cell.strip() for cell in match.group(1).split("|")]
-        if header is None:
-            header = cells
-        elif not set(cells) <= {"", "---", ":---", "---:"} and {"中文", "避免"} <= set(header):
-            rows.append(dict(zip(header, cells)))
-    return rows
 
 
 def avoided(rows: list[dict[str, str]]) -> dict[str, str]:

@@ -1,13 +1,16 @@
 """The PDFs of `make pdf` (tools/pdf.py): one per language, every page in nav order, no boxes.
 
 Both languages are printed once per session from the session's build (about 16 s on
-2 cores), then read back with pdftotext, pdfinfo and pdffonts (poppler-utils).
+2 cores), then read back with pdftotext, pdfinfo and pdffonts (poppler-utils). The
+printing starts in the background as soon as the build is done (``start``, called by
+conftest.py), so that it fills the cores the tests in between leave idle.
 """
 
 import os
 import re
 import subprocess
 import sys
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 import pytest
 from tests.conftest import ROOT
@@ -37,10 +40,20 @@ def title(page) -> str:
     return re.sub(r"\{\s*#[\w-]+\s*\}|[`*]", "", first[2:]).strip()
 
 
+_printer = ThreadPoolExecutor(max_workers=1)
+_printed: list[Future] = []
+
+
+def start(site):
+    if not _printed:
+        _printed.append(_printer.submit(pdf.render, site))
+
+
 @pytest.fixture(scope="session")
 def pdfs(site):
+    start(site)  # a no-op when the build started it
     try:
-        written = pdf.render(site)
+        written = _printed[0].result()
     except pdf.PdfError as error:
         pytest.fail(str(error))
     return {lang: (path, subprocess.run(["pdftotext", str(path), "-"], capture_output=True, text=True,
@@ -107,6 +120,7 @@ def test_offered_on_each_home_page(site, pdfs):
 @pytest.fixture
 def no_cjk_fonts(tmp_path, monkeypatch):
     """A fontconfig that knows only DejaVu: Chinese would print as boxes."""
+    wait(_printed)  # the environment is the whole process's: not while the real PDFs print
     conf = tmp_path / "fonts.conf"
     conf.write_text('<?xml version="1.0"?><fontconfig><dir>/usr/share/fonts/truetype/dejavu</dir>'
                     f"<cachedir>{tmp_path / 'cache'}</cachedir></fontconfig>", encoding="utf-8")

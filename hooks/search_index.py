@@ -1,0 +1,91 @@
+"""The search index readers get: one per language, and Chinese terms kept whole.
+
+static-i18n merges every language into Material's single ``search/search_index.json``
+(its issue #271: Material reads the index from one fixed path). An English reader who
+searched "DataParallel" got Chinese pages among the first results, a Chinese reader
+got English ones first, and every page downloaded and indexed both languages (1.2 MB).
+
+After the last language is built, this hook splits the merged index: the default
+language keeps ``search/search_index.json``, each other language gets
+``<locale>/search/search_index.json`` with locations relative to ``<locale>/``.
+Material finds the index, and resolves result links, from the ``base`` of the page's
+``__config``; on a ``<locale>/`` page that base is rewritten to point at ``<locale>/``.
+``base`` also serves Material's version selector and instant navigation, which this
+site does not use.
+
+Chinese text reaches the index cut into words by jieba, but a reader's query is not
+cut: 「数据并行」 typed as one word found nothing called that, because jieba had indexed
+数据 and 并行. Every Chinese term of the glossary (tools/glossary.py) is therefore a
+word to jieba, so it is indexed whole and a query for it matches. Material's trailing
+wildcard still finds a term from its start (「自动」 finds 自动求导), not from its middle.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+from mkdocs.plugins import event_priority
+from mkdocs.utils import get_relative_url
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+import glossary  # noqa: E402  (tools/glossary.py)
+
+CONFIG = re.compile(r'(<script id="__config" type="application/json">)(.*?)(</script>)', re.S)
+
+
+def languages(config) -> tuple[str, list[str]]:
+    """The default locale and the others, as static-i18n builds them."""
+    i18n = config.plugins["i18n"]
+    built = [lang.locale for lang in i18n.config.languages if lang.build]
+    default = next(lang.locale for lang in i18n.config.languages if lang.default)
+    return default, [locale for locale in built if locale != default]
+
+
+def on_config(config):
+    try:
+        import jieba  # what Material's search plugin segments Chinese with, when installed
+    except ImportError:
+        return
+    for term in glossary.chinese_terms():
+        jieba.add_word(term)
+
+
+def on_post_page(output, page, config):
+    """A ``<locale>/`` page's base is its language's root, where its index lies."""
+    _, others = languages(config)
+    locale = next((loc for loc in others if page.url.startswith(f"{loc}/")), None)
+    if locale is None:
+        return output
+
+    def rebase(match):
+        settings = json.loads(match.group(2))
+        settings["base"] = get_relative_url(f"{locale}/", page.url)
+        return match.group(1) + json.dumps(settings) + match.group(3)
+
+    return CONFIG.sub(rebase, output, count=1)
+
+
+@event_priority(-200)  # after static-i18n's on_post_build (-100) has merged the languages
+def on_post_build(config):
+    if config.plugins["i18n"].building:  # a nested build of one more language
+        return
+    default, others = languages(config)
+    merged_path = Path(config.site_dir) / "search" / "search_index.json"
+    merged = json.loads(merged_path.read_text(encoding="utf-8"))
+    for locale in others:
+        prefix = f"{locale}/"
+        docs = [dict(doc, location=doc["location"].removeprefix(prefix))
+                for doc in merged["docs"] if doc["location"].startswith(prefix)]
+        # English terms run through Chinese prose (names of APIs), so both pipelines.
+        write(merged, docs, [default, locale], Path(config.site_dir) / locale / "search" / "search_index.json")
+    own = [doc for doc in merged["docs"] if not doc["location"].startswith(tuple(f"{o}/" for o in others))]
+    write(merged, own, [default], merged_path)
+
+
+def write(merged: dict, docs: list[dict], lang: list[str], path: Path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    index = dict(merged, config=dict(merged["config"], lang=lang), docs=docs)
+    path.write_text(json.dumps(index, ensure_ascii=False, separators=(",", ":")), encoding="utf-8")
