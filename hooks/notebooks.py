@@ -1,12 +1,19 @@
-"""Lab notebooks: offer each as .ipynb, and keep mkdocs-jupyter's cache working under i18n.
+"""Lab notebooks: run each once for both languages, offer it as .ipynb, keep mkdocs-jupyter's cache working.
 
 Labs are jupytext-markdown files, ``docs/labs/<name>.md`` and ``<name>.zh.md``
 (static-i18n turns ``.py``/``.ipynb`` notebook pages into raw text, its issue #198).
 
-* Download: each lab is converted with jupytext during the build, served next to its
-  page as ``<name>.ipynb`` (under ``zh/`` for Chinese), and linked by a button under
-  the page title. Material has no such button for notebooks, and mkdocs-jupyter's
-  ``include_source`` would offer the ``.md`` source instead.
+* One run for both languages: each English lab is executed once, by nbclient, and
+  cached by its code and the machine (as the snippets are) in
+  ``.cache/notebooks/executed/``, or ``$LAB_CACHE_DIR``. Each language's notebook,
+  its own prose with that run's outputs, is written as ``.ipynb``; mkdocs-jupyter
+  renders the page from it without running anything (``execute: false``), and
+  readers download it, outputs included. The zh labs' code is the English labs'
+  code (tests/test_parity.py; the build refuses to go on otherwise), so running it
+  again gave the same outputs for twice the time.
+* Download: that ``<name>.ipynb`` is served next to its page (under ``zh/`` for
+  Chinese) and linked by a button under the page title. Material has no such button
+  for notebooks, and mkdocs-jupyter's ``include_source`` would offer the ``.md``.
 * Keyboard: code cells that scroll sideways get ``tabindex="0"``, as their outputs
   already have, so that keyboard users can scroll them (axe: scrollable-region-focusable).
 * Cache: static-i18n runs one build per language and mkdocs-jupyter evicts, after
@@ -25,7 +32,7 @@ Labs are jupytext-markdown files, ``docs/labs/<name>.md`` and ``<name>.zh.md``
   JupyterLab's ``:root`` variables (87 KB, mostly icons as data URIs) into
   ``.jupyter-wrapper :root``, and the root element is inside no wrapper. Of two
   identical rules the earlier one is dropped: the later one wins in any case. That
-  takes the file from 590 KB to about 47 KB; screenshots of every lab, light and
+  takes the file from 590 KB to about 56 KB; screenshots of every lab, light and
   dark, were pixel-identical before and after. Its mermaid loader is dropped from
   pages without a diagram (none has one): it would import mermaid from a CDN.
 """
@@ -33,19 +40,34 @@ Labs are jupytext-markdown files, ``docs/labs/<name>.md`` and ``<name>.zh.md``
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 import re
+import sys
+from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
 
 import jupytext
+import nbformat
 import tinycss2
+from mkdocs.exceptions import PluginError
+from mkdocs.plugins import event_priority, get_plugin_logger
 from mkdocs.structure.files import File
 from mkdocs.utils import get_relative_url
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+import snippets  # noqa: E402  (tools/snippets.py: the machine a run belongs to)
 
 ROOT = Path(__file__).resolve().parent.parent
 LABS = ROOT / "docs" / "labs"
 OUT = ROOT / ".cache" / "notebooks"
+EXECUTED = Path(os.environ.get("LAB_CACHE_DIR", OUT / "executed"))  # tests: an empty one
 CACHE = ROOT / ".cache" / "mkdocs-jupyter"
+CELL_TIMEOUT = 120  # seconds per cell, as a snippet's default timeout
+log = get_plugin_logger("notebooks")
 
 
 def language(config) -> str:
@@ -69,14 +91,63 @@ def ipynb_uri(lab: Path) -> str:
     return f"{lang + '/' if lang else ''}labs/{name}/{name}.ipynb"
 
 
+def code(notebook) -> list[str]:
+    return [cell.source for cell in notebook.cells if cell.cell_type == "code"]
+
+
+def execute(lab: Path) -> nbformat.NotebookNode:
+    """The English lab, run once per change of its code or of the machine."""
+    notebook = jupytext.read(lab)
+    key = hashlib.sha256(json.dumps([snippets.machine(), code(notebook)]).encode()).hexdigest()[:16]
+    stored = EXECUTED / f"{lab.stem}-{key}.ipynb"
+    if stored.is_file():
+        return nbformat.read(stored, as_version=4)
+    client = NotebookClient(notebook, timeout=CELL_TIMEOUT, kernel_name="python3",
+                            resources={"metadata": {"path": str(LABS)}})
+    try:
+        client.execute()
+    except CellExecutionError as error:
+        raise PluginError(f"lab {lab.relative_to(ROOT)} failed:\n{error}") from None
+    log.info(f"lab {lab.relative_to(ROOT)} executed")
+    EXECUTED.mkdir(parents=True, exist_ok=True)
+    for old in EXECUTED.glob(f"{lab.stem}-*.ipynb"):
+        old.unlink()
+    nbformat.write(notebook, stored)
+    return notebook
+
+
+def with_outputs(lab: Path, run: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """This language's notebook, with the English run's outputs cell by cell."""
+    notebook = jupytext.read(lab)
+    if code(notebook) != code(run):
+        raise PluginError(f"{lab.relative_to(ROOT)}: its code cells differ from the English lab's, "
+                          "whose one run both languages show")
+    ran = [cell for cell in run.cells if cell.cell_type == "code"]
+    for cell, done in zip((c for c in notebook.cells if c.cell_type == "code"), ran):
+        cell.outputs, cell.execution_count = done.outputs, done.execution_count
+    for number, cell in enumerate(notebook.cells):  # jupytext draws random ids; the
+        cell.id = f"cell-{number}"                  # render cache keys on the content
+    return notebook
+
+
 def on_files(files, config):
+    english = sorted(p for p in LABS.glob("*.md") if p.name.count(".") == 1)
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:  # one kernel per core
+        runs = dict(zip((p.stem for p in english), pool.map(execute, english)))
     for lab in sorted(LABS.glob("*.md")):
         target = OUT / ipynb_uri(lab)
-        if not target.is_file() or target.stat().st_mtime < lab.stat().st_mtime:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            jupytext.write(jupytext.read(lab), target, fmt="ipynb")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(with_outputs(lab, runs[lab.name.split(".")[0]]), target)
         files.append(File(ipynb_uri(lab), str(OUT), config.site_dir, config.use_directory_urls))
     return files
+
+
+@event_priority(10)  # before mkdocs-jupyter's on_pre_page, which renders page.file.abs_src_path
+def on_pre_page(page, config, files):
+    """A lab page is rendered from its notebook with outputs, not from the .md."""
+    if page.file.src_uri.startswith("labs/") and page.file.src_uri.endswith(".md"):
+        page.file.abs_src_path = str(OUT / ipynb_uri(Path(page.file.src_uri)))
+    return page
 
 
 def on_page_content(html, page, config, files):

@@ -50,9 +50,9 @@ def timed(cmd) -> tuple[float, str]:
 def build(site: Path) -> tuple[float, str]:
     seconds, log = timed([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(site)])
     ran = re.findall(r"(\d+) snippets ran, (\d+) from cache", log)
-    notebooks = log.count("Converting notebook (execute=True)")
+    notebooks = len(re.findall(r"notebooks: lab \S+ executed", log))
     runs = "; ".join(f"{r} ran, {c} cached" for r, c in ran)
-    return seconds, f"snippets: {runs}; notebooks executed: {notebooks}"
+    return seconds, f"snippets: {runs}; labs executed: {notebooks}"
 
 
 def prose_rebuild(site: Path) -> tuple[float, str]:

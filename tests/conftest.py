@@ -1,7 +1,7 @@
 """Shared fixtures: one strict build per test session, offline where the machine allows.
 
-The session starts with an empty snippet cache, so the build really runs every
-snippet, once, with no network (``unshare -n`` with only loopback up). The snippet
+The session starts with empty snippet and lab caches, so the build really runs every
+snippet and lab, once, with no network (``unshare -n`` with only loopback up). The snippet
 tests then read those results from the cache; a snippet that failed is not cached,
 so its test runs it again and reports its own error.
 """
@@ -23,6 +23,7 @@ import snippet_runner  # noqa: E402
 
 def pytest_configure(config):
     os.environ["SNIPPET_CACHE_DIR"] = tempfile.mkdtemp(prefix="snippet-cache-")
+    os.environ["LAB_CACHE_DIR"] = tempfile.mkdtemp(prefix="lab-cache-")  # hooks/notebooks.py
     os.environ["NO_MKDOCS_2_WARNING"] = "1"
 
 
@@ -39,6 +40,7 @@ def pytest_collection_finish(session):
 
 def pytest_unconfigure(config):
     shutil.rmtree(os.environ["SNIPPET_CACHE_DIR"], ignore_errors=True)
+    shutil.rmtree(os.environ["LAB_CACHE_DIR"], ignore_errors=True)
 
 
 # The repository the page actions link to in the test build; the Pages workflow sets the real one.

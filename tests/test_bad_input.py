@@ -82,6 +82,13 @@ def test_unknown_output_line_fails_the_build(project):
     assert "snippets/nowhere.py" in build_fails(project)
 
 
+def test_failing_lab_cell_fails_the_build(project):
+    lab = project / "docs" / "labs" / "autograd.md"
+    lab.write_text(lab.read_text() + '\n```python\nraise RuntimeError("injected fault 1848")\n```\n')
+    log = build_fails(project)
+    assert "lab docs/labs/autograd.md failed" in log and "injected fault 1848" in log
+
+
 def test_malformed_record_fails_the_build(project):
     (project / "records" / "nvidia-h200-2026-12-03.json").write_text('{"machine": {}', encoding="utf-8")
     log = build_fails(project)

@@ -6,7 +6,7 @@ import re
 
 import pytest
 import snippet_runner
-from tests.pages import en_pages, outputs, url_path
+from tests.pages import en_pages, is_lab, outputs, url_path
 
 
 def html_of(site, page, lang):
@@ -59,10 +59,18 @@ def test_each_language_has_its_own_search_index(site):
         assert data["config"]["lang"] == (["en"] if lang == "en" else ["en", "zh"])
 
 
-def test_notebooks_downloadable(site):
-    for lang in ("", "zh/"):
-        notebook = site / f"{lang}labs/autograd/autograd.ipynb"
-        assert '"cell_type": "code"' in notebook.read_text(encoding="utf-8")
+def test_each_lab_runs_once_and_both_languages_show_that_run(site):
+    """hooks/notebooks.py: one run per lab; each language's download carries its outputs."""
+    log = (site.parent / "build.log").read_text(encoding="utf-8")
+    labs = sorted(p for p in en_pages() if is_lab(p))
+    assert sorted(re.findall(r"lab (docs/labs/\S+) executed", log)) == [f"docs/labs/{p.name}" for p in labs]
+    for lab in labs:
+        name = lab.stem
+        en, zh = (json.loads((site / f"{lang}labs/{name}/{name}.ipynb").read_text(encoding="utf-8"))
+                  for lang in ("", "zh/"))
+        outputs = [[cell["outputs"] for cell in nb["cells"] if cell["cell_type"] == "code"] for nb in (en, zh)]
+        assert outputs[0] == outputs[1] and any(outputs[0]), name
+        assert en["cells"][0]["source"] != zh["cells"][0]["source"], f"{name}: zh shows the English prose"
 
 
 def visible_text(page_html):
