@@ -1,4 +1,4 @@
-"""Lab notebooks: run each once for both languages, offer it as .ipynb, keep mkdocs-jupyter's cache working.
+"""Lab notebooks: one run for both languages, .ipynb downloads, mkdocs-jupyter's cache under i18n.
 
 Labs are jupytext-markdown files, ``docs/labs/<name>.md`` and ``<name>.zh.md``
 (static-i18n turns ``.py``/``.ipynb`` notebook pages into raw text, its issue #198).

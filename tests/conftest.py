@@ -1,9 +1,9 @@
 """Shared fixtures: one strict build per test session, offline where the machine allows.
 
-The session starts with empty snippet and lab caches, so the build really runs every
-snippet and lab, once, with no network (``unshare -n`` with only loopback up). The snippet
-tests then read those results from the cache; a snippet that failed is not cached,
-so its test runs it again and reports its own error.
+The session starts with empty snippet and lab caches, so the build really runs
+every snippet and lab, once, with no network (``unshare -n`` with only loopback
+up). The snippet tests then read those results from the cache; a snippet that
+failed is not cached, so its test runs it again and reports its own error.
 """
 
 import os
