@@ -130,14 +130,21 @@ def with_outputs(lab: Path, run: nbformat.NotebookNode) -> nbformat.NotebookNode
     return notebook
 
 
-def on_files(files, config):
+def write_notebooks():
+    """Run the English labs (one kernel per core) and write every language's notebook."""
     english = sorted(p for p in LABS.glob("*.md") if p.name.count(".") == 1)
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:  # one kernel per core
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         runs = dict(zip((p.stem for p in english), pool.map(execute, english)))
     for lab in sorted(LABS.glob("*.md")):
         target = OUT / ipynb_uri(lab)
         target.parent.mkdir(parents=True, exist_ok=True)
         nbformat.write(with_outputs(lab, runs[lab.name.split(".")[0]]), target)
+
+
+def on_files(files, config):
+    if not config.plugins["i18n"].building:  # the first language's build: once per build
+        write_notebooks()
+    for lab in sorted(LABS.glob("*.md")):
         files.append(File(ipynb_uri(lab), str(OUT), config.site_dir, config.use_directory_urls))
     return files
 

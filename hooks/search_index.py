@@ -36,14 +36,6 @@ import glossary  # noqa: E402  (tools/glossary.py)
 CONFIG = re.compile(r'(<script id="__config" type="application/json">)(.*?)(</script>)', re.S)
 
 
-def languages(config) -> tuple[str, list[str]]:
-    """The default locale and the others, as static-i18n builds them."""
-    i18n = config.plugins["i18n"]
-    built = [lang.locale for lang in i18n.config.languages if lang.build]
-    default = next(lang.locale for lang in i18n.config.languages if lang.default)
-    return default, [locale for locale in built if locale != default]
-
-
 def on_config(config):
     try:
         import jieba  # what Material's search plugin segments Chinese with, when installed
@@ -55,14 +47,14 @@ def on_config(config):
 
 def on_post_page(output, page, config):
     """A ``<locale>/`` page's base is its language's root, where its index lies."""
-    _, others = languages(config)
-    locale = next((loc for loc in others if page.url.startswith(f"{loc}/")), None)
-    if locale is None:
+    i18n = config.plugins["i18n"]
+    if i18n.is_default_language_build:
         return output
+    root = f"{i18n.current_language}/"
 
     def rebase(match):
         settings = json.loads(match.group(2))
-        settings["base"] = get_relative_url(f"{locale}/", page.url)
+        settings["base"] = get_relative_url(root, page.url)
         return match.group(1) + json.dumps(settings) + match.group(3)
 
     return CONFIG.sub(rebase, output, count=1)
@@ -70,22 +62,23 @@ def on_post_page(output, page, config):
 
 @event_priority(-200)  # after static-i18n's on_post_build (-100) has merged the languages
 def on_post_build(config):
-    if config.plugins["i18n"].building:  # a nested build of one more language
+    i18n = config.plugins["i18n"]
+    if i18n.building:  # a nested build of one more language
         return
-    default, others = languages(config)
-    merged_path = Path(config.site_dir) / "search" / "search_index.json"
-    merged = json.loads(merged_path.read_text(encoding="utf-8"))
-    for locale in others:
-        prefix = f"{locale}/"
-        docs = [dict(doc, location=doc["location"].removeprefix(prefix))
-                for doc in merged["docs"] if doc["location"].startswith(prefix)]
+    site = Path(config.site_dir)
+    merged = json.loads((site / "search" / "search_index.json").read_text(encoding="utf-8"))
+    docs = {locale: [] for locale in i18n.build_languages}
+    for doc in merged["docs"]:
+        locale, _, rest = doc["location"].partition("/")
+        if locale in docs and locale != i18n.default_language:
+            docs[locale].append(dict(doc, location=rest))
+        else:
+            docs[i18n.default_language].append(doc)
+    for locale, own in docs.items():
+        default = locale == i18n.default_language
         # English terms run through Chinese prose (names of APIs), so both pipelines.
-        write(merged, docs, [default, locale], Path(config.site_dir) / locale / "search" / "search_index.json")
-    own = [doc for doc in merged["docs"] if not doc["location"].startswith(tuple(f"{o}/" for o in others))]
-    write(merged, own, [default], merged_path)
-
-
-def write(merged: dict, docs: list[dict], lang: list[str], path: Path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    index = dict(merged, config=dict(merged["config"], lang=lang), docs=docs)
-    path.write_text(json.dumps(index, ensure_ascii=False, separators=(",", ":")), encoding="utf-8")
+        lang = [i18n.default_language] + ([] if default else [locale])
+        index = dict(merged, config=dict(merged["config"], lang=lang), docs=own)
+        path = site / ("" if default else locale) / "search" / "search_index.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(index, ensure_ascii=False, separators=(",", ":")), encoding="utf-8")

@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,19 @@ def pytest_configure(config):
 
 
 COLLECTED: set[str] = set()  # the test files this session runs
+JOBS: dict[str, Future] = {}
+_threads = ThreadPoolExecutor(max_workers=3)  # two CPU profiles and the PDFs
+
+
+def background(key: str, work, *args) -> Future:
+    """``work(*args)`` in a thread, started once per session under ``key``.
+
+    Long jobs start early (at collection, or when the build is done) and fill the
+    cores the tests in between leave idle; the tests that need a result wait for it.
+    """
+    if key not in JOBS:
+        JOBS[key] = _threads.submit(work, *args)
+    return JOBS[key]
 
 
 def pytest_collection_finish(session):

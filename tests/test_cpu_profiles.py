@@ -25,12 +25,12 @@ import re
 import subprocess
 import sys
 import tempfile
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
 import snippets
-from tests.conftest import ROOT
+from tests.conftest import ROOT, background
 
 PROFILES = snippets.CPU_PROFILES
 # What each profile must show, where the CPU has at least that much.
@@ -53,24 +53,19 @@ def run_profile(name: str) -> list[snippets.Result]:
     return results
 
 
-_pool = ThreadPoolExecutor(max_workers=len(PROFILES))
-_runs: dict[str, Future] = {}
-
-
-def start():
-    """Start each profile that this process is not already running as."""
-    for name in PROFILES:
-        if name not in _runs and not snippets.profile_in_effect(name):
-            _runs[name] = _pool.submit(run_profile, name)
+def start() -> dict[str, Future]:
+    """Each profile that this process is not already running as, in the background."""
+    return {name: background(f"profile {name}", run_profile, name)
+            for name in PROFILES if not snippets.profile_in_effect(name)}
 
 
 @pytest.fixture(scope="module")
 def profile_runs(request) -> dict[str, list[snippets.Result]]:
-    start()  # a no-op when conftest.py started them at collection
+    started = start()  # the same runs when conftest.py started them at collection
     runs, lines = {}, []
     for name in PROFILES:
-        if name in _runs:
-            runs[name], source = _runs[name].result(), ""
+        if name in started:
+            runs[name], source = started[name].result(), ""
         else:
             built = request.getfixturevalue("snippet_results")
             runs[name] = [built[snippets.relative(p)] for p in snippets.discover()]

@@ -1,8 +1,9 @@
 """Lab pages stay light: JupyterLab's CSS is one shared file, not inlined in every page.
 
 hooks/notebooks.py moves mkdocs-jupyter's inline ``<style>`` blocks (about 590 KB)
-into ``assets/jupyter/<hash>.css`` (about 56 KB), without the rules no lab can match. Screenshots before and after that change were
-pixel-identical; the browser tests check the pages' axe results and failed loads.
+into ``assets/jupyter/<hash>.css`` (about 56 KB), without the rules no lab can
+match. Screenshots before and after were pixel-identical; the browser tests check
+the pages' axe results and failed loads.
 """
 
 import re

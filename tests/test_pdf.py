@@ -10,10 +10,10 @@ import os
 import re
 import subprocess
 import sys
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, wait
 
 import pytest
-from tests.conftest import ROOT
+from tests.conftest import JOBS, ROOT, background
 from tests.pages import DOCS, headings, outputs, twin
 
 sys.path.insert(0, str(ROOT / "tools"))
@@ -40,20 +40,14 @@ def title(page) -> str:
     return re.sub(r"\{\s*#[\w-]+\s*\}|[`*]", "", first[2:]).strip()
 
 
-_printer = ThreadPoolExecutor(max_workers=1)
-_printed: list[Future] = []
-
-
-def start(site):
-    if not _printed:
-        _printed.append(_printer.submit(pdf.render, site))
+def start(site) -> Future:
+    return background("pdfs", pdf.render, site)
 
 
 @pytest.fixture(scope="session")
 def pdfs(site):
-    start(site)  # a no-op when the build started it
     try:
-        written = _printed[0].result()
+        written = start(site).result()  # the same job when the build started it
     except pdf.PdfError as error:
         pytest.fail(str(error))
     return {lang: (path, subprocess.run(["pdftotext", str(path), "-"], capture_output=True, text=True,
@@ -120,7 +114,7 @@ def test_offered_on_each_home_page(site, pdfs):
 @pytest.fixture
 def no_cjk_fonts(tmp_path, monkeypatch):
     """A fontconfig that knows only DejaVu: Chinese would print as boxes."""
-    wait(_printed)  # the environment is the whole process's: not while the real PDFs print
+    wait([JOBS["pdfs"]] if "pdfs" in JOBS else [])  # the environment is the whole process's
     conf = tmp_path / "fonts.conf"
     conf.write_text('<?xml version="1.0"?><fontconfig><dir>/usr/share/fonts/truetype/dejavu</dir>'
                     f"<cachedir>{tmp_path / 'cache'}</cachedir></fontconfig>", encoding="utf-8")

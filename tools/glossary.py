@@ -32,8 +32,7 @@ def glossary_rows(text: str | None = None) -> list[dict[str, str]]:
     return rows
 
 
-def chinese_terms(rows: list[dict[str, str]] | None = None) -> list[str]:
+def chinese_terms() -> list[str]:
     """The chosen terms that are Han words: 「流式多处理器（SM）」 gives 流式多处理器."""
-    rows = glossary_rows() if rows is None else rows
-    cells = (GLOSS.sub("", row["中文"]).split("、") for row in rows)
+    cells = (GLOSS.sub("", row["中文"]).split("、") for row in glossary_rows())
     return sorted({term.strip() for parts in cells for term in parts if HAN_WORD.fullmatch(term.strip())})
