@@ -1,4 +1,4 @@
-"""Two fixes to Material's rendered pages, applied to the HTML of every page.
+"""Fixes to Material's rendered pages, applied to the HTML of every page and of 404.html.
 
 1. Drop the per-page ``<link rel="alternate" hreflang>`` tags from the head.
    Material's JavaScript takes every ``link[rel=alternate]`` to be the root of a
@@ -9,6 +9,11 @@
    hreflang alternates stay declared, per page, in the sitemap.xml static-i18n writes.
 2. Name the search dialog (axe-core: aria-dialog-name, serious): Material renders
    ``role="dialog"`` without an accessible name.
+3. Keep one 404 page, the default language's. A server has one 404.html for every
+   missing address, and static-i18n builds it once per language into the same file,
+   so the last language's header and navigation won (static-i18n issues #284, #349).
+   In every other language's build it renders empty, which mkdocs does not write.
+   Its content, overrides/404.html, speaks both languages.
 """
 
 import re
@@ -18,8 +23,18 @@ SEARCH_DIALOG = '<div class="md-search" data-md-component="search" role="dialog"
 SEARCH_LABEL = {"en": "Search", "zh": "搜索"}
 
 
-def on_post_page(output, page, config):
+def fixed(output: str, lang: str) -> str:
     head, sep, body = output.partition("</head>")
-    lang = getattr(page.file, "locale", None) or "en"
     body = body.replace(SEARCH_DIALOG, f'{SEARCH_DIALOG} aria-label="{SEARCH_LABEL[lang]}"', 1)
     return HEAD_ALTERNATE.sub("", head) + sep + body
+
+
+def on_post_page(output, page, config):
+    return fixed(output, getattr(page.file, "locale", None) or "en")
+
+
+def on_post_template(output, template_name, config):
+    if template_name != "404.html":
+        return output
+    i18n = config.plugins["i18n"]
+    return fixed(output, i18n.default_language) if i18n.is_default_language_build else ""

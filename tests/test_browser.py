@@ -1,9 +1,9 @@
 """The built site in a real browser: Debian's Chromium driven by Playwright.
 
-Every page in both languages: no console error, no failed load, no request to any
-host but the local server, no serious or critical axe-core violation, and a
-language switcher that links to the same page in the other language (clicked on one
-page per language). Plus search in both languages, the copy button, the palette
+Every page in both languages, and the one 404 page: no console error, no failed
+load, no request to any host but the local server, no serious or critical axe-core
+violation, and a language switcher that links to the same page in the other
+language (clicked on one page per language). Plus search in both languages, the copy button, the palette
 toggle, and screenshots of both home pages (saved under test-artifacts/).
 """
 
@@ -31,7 +31,8 @@ ARTIFACTS = ROOT / "test-artifacts"
 PAGE_TIMEOUT = 120  # seconds for one page check; on one loaded core they take under 15
 
 
-PATHS = [url_path(p, lang) for lang in ("en", "zh") for p in en_pages()]
+NOT_FOUND = "404.html"  # one page for both languages; its switcher leads to the Chinese home
+PATHS = [url_path(p, lang) for lang in ("en", "zh") for p in en_pages()] + [NOT_FOUND]
 
 
 class QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -115,6 +116,8 @@ async def check_in_tab(context, server, path) -> list[str]:
 
 
 def other_language(path: str) -> str:
+    if path == NOT_FOUND:
+        return "zh/"
     return path.removeprefix("zh/") if path.startswith("zh/") else "zh/" + path
 
 
