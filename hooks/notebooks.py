@@ -33,8 +33,11 @@ Labs are jupytext-markdown files, ``docs/labs/<name>.md`` and ``<name>.zh.md``
   ``.jupyter-wrapper :root``, and the root element is inside no wrapper. Of two
   identical rules the earlier one is dropped: the later one wins in any case. That
   takes the file from 590 KB to about 56 KB; screenshots of every lab, light and
-  dark, were pixel-identical before and after. Its mermaid loader is dropped from
-  pages without a diagram (none has one): it would import mermaid from a CDN.
+  dark, were pixel-identical before and after.
+* Dead loaders: the mermaid loader is dropped from pages without a diagram (none
+  has one): it would import mermaid from a CDN. So is the MathJax block, a
+  ``<script src="">`` (mkdocs-jupyter gives it no URL) and a configuration that
+  runs only once MathJax has loaded, which it never does.
 """
 
 from __future__ import annotations
@@ -164,7 +167,7 @@ def on_page_content(html, page, config, files):
     button = (f'<p><a class="md-button" href="{name}.ipynb" download>'
               f"{BUTTON[language(config)]}</a></p>")
     html = html.replace(CODE_CELL, CODE_CELL[:-1] + ' tabindex="0">')
-    html = external_css(html, page, config)
+    html = without_dead_loaders(external_css(html, page, config))
     head, sep, rest = html.partition("</h1>")
     return head + sep + button + rest if sep else button + html
 
@@ -172,6 +175,8 @@ def on_page_content(html, page, config, files):
 STYLE = re.compile(r"<style[^>]*>(.*?)</style>\s*", re.S)
 MERMAID = re.compile(r'<script type="module">\s*document\.addEventListener\("DOMContentLoaded", '
                      r'async \(\) => \{\s*const diagrams = document\.querySelectorAll\("\.jp-Mermaid.*?</script>\s*',
+                     re.S)
+MATHJAX = re.compile(r'<!-- Load mathjax -->\s*<script src="">\s*</script>.*?<!-- End of mathjax configuration -->',
                      re.S)
 CHARSET = '@charset "UTF-8";'
 
@@ -190,10 +195,12 @@ def external_css(html: str, page, config) -> str:
         target.write_text(css + "\n", encoding="utf-8")
     link = f'<link rel="stylesheet" href="{get_relative_url(uri, page.url)}">\n'
     first = STYLE.search(html).start()
-    html = html[:first] + link + STYLE.sub("", html[first:])
-    if 'class="jp-Mermaid' not in html:
-        html = MERMAID.sub("", html)
-    return html
+    return html[:first] + link + STYLE.sub("", html[first:])
+
+
+def without_dead_loaders(html: str) -> str:
+    html = MATHJAX.sub("", html)
+    return html if 'class="jp-Mermaid' in html else MERMAID.sub("", html)
 
 
 # --- leaving out the rules no notebook page can match ---------------------------------

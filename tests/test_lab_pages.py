@@ -2,8 +2,9 @@
 
 hooks/notebooks.py moves mkdocs-jupyter's inline ``<style>`` blocks (about 590 KB)
 into ``assets/jupyter/<hash>.css`` (about 56 KB), without the rules no lab can
-match. Screenshots before and after were pixel-identical; the browser tests check
-the pages' axe results and failed loads.
+match, and drops loaders that would fetch from a CDN or fetch nothing. Screenshots
+before and after were pixel-identical; the browser tests check the pages' axe
+results and failed loads.
 """
 
 import re
@@ -26,6 +27,7 @@ def test_lab_pages_link_one_shared_stylesheet(site, lang):
         body = html.partition("</head>")[2]
         assert "<style" not in body, f"{page.relative_to(site)} still inlines CSS"
         assert "cdnjs" not in html, f"{page.relative_to(site)} still carries the mermaid loader"
+        assert '<script src="">' not in html and "MathJax" not in html, f"{page.relative_to(site)}: a MathJax stub"
         links = LINK.findall(body)
         assert len(links) == 1, f"{page.relative_to(site)}: {links}"
         target = (page.parent / links[0]).resolve()
