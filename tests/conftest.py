@@ -30,7 +30,7 @@ def pytest_configure(config):
 
 COLLECTED: set[str] = set()  # the test files this session runs
 JOBS: dict[str, Future] = {}
-_threads = ThreadPoolExecutor(max_workers=3)  # two CPU profiles and the PDFs
+_threads = ThreadPoolExecutor(max_workers=3)  # CPU profiles, PDFs, fault builds: queued
 
 
 def background(key: str, work, *args) -> Future:
@@ -103,4 +103,7 @@ def site(build):
     if "test_pdf.py" in COLLECTED:  # print the PDFs in the background meanwhile
         from tests import test_pdf
         test_pdf.start(out)
+    if "test_bad_input.py" in COLLECTED:  # and build the broken copies
+        from tests import test_bad_input
+        test_bad_input.start(out)
     return out

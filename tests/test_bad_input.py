@@ -1,25 +1,107 @@
-"""Bad input fails the strict build loudly, on a temporary copy of the project."""
+"""Bad input fails the strict build loudly, each fault in its own copy of the project.
+
+The seven builds start in the background as soon as the session's build is done
+(``start``, from conftest.py), so that they reuse its snippet and lab caches. A
+build is single-threaded: side by side they keep both cores busy while the tests
+in between run, instead of one core for half a minute.
+"""
 
 import shutil
+import subprocess
 import time
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
-from tests.conftest import ROOT, mkdocs_build
+from tests.conftest import ROOT, background, mkdocs_build
 
-COPIED = ["mkdocs.yml", "docs", "snippets", "hooks", "tools", "records", ".cache/mkdocs-jupyter"]
+COPIED = ["mkdocs.yml", "docs", "overrides", "snippets", "hooks", "tools", "records", ".cache/mkdocs-jupyter"]
+FAULTS = {}  # name -> inject(project), which breaks a fresh copy of the project
 
 
-@pytest.fixture
-def project(tmp_path, site):
-    """A copy of the project; `site` first, so the copy's build reuses its caches."""
-    for name in COPIED:
-        source, target = ROOT / name, tmp_path / name
+def fault(inject):
+    FAULTS[inject.__name__] = inject
+    return inject
+
+
+def append(path: Path, text: str):
+    path.write_text(path.read_text(encoding="utf-8") + text, encoding="utf-8")
+
+
+@fault
+def raising_and_hanging_snippets(project):
+    broken = project / "snippets" / "broken"
+    broken.mkdir()
+    (broken / "raises.py").write_text('print("start")\nraise RuntimeError("injected fault 4711")\n')
+    (broken / "hangs.py").write_text(
+        "# snippet: timeout=3\nimport subprocess, time\n"
+        f"child = subprocess.Popen(['sleep', '300'])\nopen({str(project / 'child.pid')!r}, 'w').write(str(child.pid))\n"
+        "time.sleep(300)\n")
+
+
+@fault
+def missing_include_section(project):
+    append(project / "docs" / "pytorch" / "tensors.md",
+           '\n```python\n--8<-- "snippets/pytorch/tensors.py:nope"\n```\n')
+
+
+@fault
+def missing_include_file(project):
+    append(project / "docs" / "pytorch" / "tensors.zh.md", '\n```python\n--8<-- "snippets/missing.py"\n```\n')
+
+
+@fault
+def broken_anchor(project):
+    append(project / "docs" / "index.md", "\n[see](pytorch/tensors.md#no-such-anchor)\n")
+
+
+@fault
+def unknown_output_line(project):
+    append(project / "docs" / "glossary.md", "\n<!-- output: snippets/nowhere.py -->\n")
+
+
+@fault
+def failing_lab_cell(project):
+    append(project / "docs" / "labs" / "autograd.md", '\n```python\nraise RuntimeError("injected fault 1848")\n```\n')
+
+
+@fault
+def malformed_record(project):
+    (project / "records" / "nvidia-h200-2026-12-03.json").write_text('{"machine": {}', encoding="utf-8")
+
+
+def build_with(name: str, project: Path) -> subprocess.CompletedProcess:
+    """A copy of the project with one fault, built."""
+    for item in COPIED:
+        source, target = ROOT / item, project / item
         if source.is_dir():
             shutil.copytree(source, target)
         elif source.is_file():
+            target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, target)
-    return tmp_path
+    FAULTS[name](project)
+    return mkdocs_build(project, project / "site")
+
+
+def copy_for(site: Path, name: str) -> Path:
+    return site.parent / "faults" / name  # beside the session's site
+
+
+def start(site: Path) -> dict[str, Future]:
+    """Every fault's build, in the background."""
+    return {name: background(f"fault {name}", build_with, name, copy_for(site, name)) for name in FAULTS}
+
+
+@pytest.fixture(scope="module")
+def builds(site):
+    return start(site)  # the same jobs when conftest.py started them
+
+
+def failed(builds, name) -> str:
+    """The log of the fault's build, which must have failed."""
+    proc = builds[name].result()
+    assert proc.returncode != 0, f"the build passed despite the fault {name}"
+    return proc.stderr
 
 
 def alive(pid, wait=5.0):
@@ -36,60 +118,36 @@ def alive(pid, wait=5.0):
     return True
 
 
-def build_fails(project):
-    proc = mkdocs_build(project, project / "site")
-    assert proc.returncode != 0, "the build passed despite the fault"
-    return proc.stderr
-
-
-def test_failing_and_hanging_snippets_fail_the_build(project):
-    broken = project / "snippets" / "broken"
-    broken.mkdir()
-    (broken / "raises.py").write_text('print("start")\nraise RuntimeError("injected fault 4711")\n')
-    pidfile = project / "child.pid"
-    (broken / "hangs.py").write_text(
-        "# snippet: timeout=3\nimport subprocess, time\n"
-        f"child = subprocess.Popen(['sleep', '300'])\nopen({str(pidfile)!r}, 'w').write(str(child.pid))\n"
-        "time.sleep(300)\n")
-    log = build_fails(project)
+def test_failing_and_hanging_snippets_fail_the_build(builds, site):
+    log = failed(builds, "raising_and_hanging_snippets")
     assert "snippet snippets/broken/raises.py exited with code 1" in log
     assert "RuntimeError: injected fault 4711" in log
     assert "snippet snippets/broken/hangs.py timed out after 3 s" in log
+    pidfile = copy_for(site, "raising_and_hanging_snippets") / "child.pid"
     assert not alive(int(pidfile.read_text())), "the timeout left the snippet's child running"
 
 
-def test_missing_include_section_fails_the_build(project):
-    page = project / "docs" / "pytorch" / "tensors.md"
-    page.write_text(page.read_text() + '\n```python\n--8<-- "snippets/pytorch/tensors.py:nope"\n```\n')
-    assert "nope" in build_fails(project)
+def test_missing_include_section_fails_the_build(builds):
+    assert "nope" in failed(builds, "missing_include_section")
 
 
-def test_missing_include_file_fails_the_build(project):
-    page = project / "docs" / "pytorch" / "tensors.zh.md"
-    page.write_text(page.read_text() + '\n```python\n--8<-- "snippets/missing.py"\n```\n')
-    assert "snippets/missing.py" in build_fails(project)
+def test_missing_include_file_fails_the_build(builds):
+    assert "snippets/missing.py" in failed(builds, "missing_include_file")
 
 
-def test_broken_anchor_fails_the_build(project):
-    page = project / "docs" / "index.md"
-    page.write_text(page.read_text() + "\n[see](pytorch/tensors.md#no-such-anchor)\n")
-    assert "no-such-anchor" in build_fails(project)
+def test_broken_anchor_fails_the_build(builds):
+    assert "no-such-anchor" in failed(builds, "broken_anchor")
 
 
-def test_unknown_output_line_fails_the_build(project):
-    page = project / "docs" / "glossary.md"
-    page.write_text(page.read_text() + "\n<!-- output: snippets/nowhere.py -->\n")
-    assert "snippets/nowhere.py" in build_fails(project)
+def test_unknown_output_line_fails_the_build(builds):
+    assert "snippets/nowhere.py" in failed(builds, "unknown_output_line")
 
 
-def test_failing_lab_cell_fails_the_build(project):
-    lab = project / "docs" / "labs" / "autograd.md"
-    lab.write_text(lab.read_text() + '\n```python\nraise RuntimeError("injected fault 1848")\n```\n')
-    log = build_fails(project)
+def test_failing_lab_cell_fails_the_build(builds):
+    log = failed(builds, "failing_lab_cell")
     assert "lab docs/labs/autograd.md failed" in log and "injected fault 1848" in log
 
 
-def test_malformed_record_fails_the_build(project):
-    (project / "records" / "nvidia-h200-2026-12-03.json").write_text('{"machine": {}', encoding="utf-8")
-    log = build_fails(project)
+def test_malformed_record_fails_the_build(builds):
+    log = failed(builds, "malformed_record")
     assert "records/nvidia-h200-2026-12-03.json: not valid JSON" in log
