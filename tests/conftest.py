@@ -30,7 +30,7 @@ def pytest_configure(config):
 
 COLLECTED: set[str] = set()  # the test files this session runs
 JOBS: dict[str, Future] = {}
-_threads = ThreadPoolExecutor(max_workers=3)  # CPU profiles, PDFs, fault builds: queued
+_threads = ThreadPoolExecutor(max_workers=4)  # CPU profiles, PDFs, fault builds, page checks
 
 
 def background(key: str, work, *args) -> Future:
@@ -42,6 +42,12 @@ def background(key: str, work, *args) -> Future:
     if key not in JOBS:
         JOBS[key] = _threads.submit(work, *args)
     return JOBS[key]
+
+
+def pytest_collection_modifyitems(items):
+    """The browser's page checks last: they run in the background (tests/test_browser.py)
+    and every other test runs meanwhile, instead of leaving a core idle at the end."""
+    items.sort(key=lambda item: getattr(item, "originalname", "") == "test_page_in_browser")
 
 
 def pytest_collection_finish(session):
@@ -106,4 +112,7 @@ def site(build):
     if "test_bad_input.py" in COLLECTED:  # and build the broken copies
         from tests import test_bad_input
         test_bad_input.start(out)
+    if "test_browser.py" in COLLECTED:  # and check every page in the browser
+        from tests import test_browser
+        test_browser.start(out)
     return out

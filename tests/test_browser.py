@@ -11,6 +11,7 @@ import asyncio
 import functools
 import http.server
 import threading
+from concurrent.futures import Future
 from pathlib import Path
 from urllib.parse import urljoin, urlsplit
 
@@ -21,7 +22,7 @@ from axe_playwright_python.async_playwright import Axe as AsyncAxe
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import async_playwright
 from playwright.sync_api import sync_playwright
-from tests.conftest import ROOT
+from tests.conftest import ROOT, background
 from tests.pages import en_pages, url_path
 
 CHROMIUM = "/usr/bin/chromium"
@@ -40,13 +41,18 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-@pytest.fixture(scope="session")
-def server(site):
+@functools.lru_cache(maxsize=None)
+def serve(site: Path) -> str:
+    """The site on a local port, for the rest of the session (a daemon thread)."""
     handler = functools.partial(QuietHandler, directory=str(site))
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}/"
-    httpd.shutdown()
+    return f"http://127.0.0.1:{httpd.server_address[1]}/"
+
+
+@pytest.fixture(scope="session")
+def server(site):
+    return serve(site)
 
 
 def chromium() -> str:
@@ -162,15 +168,14 @@ async def check_tab(tab, server, path) -> list[str]:
     return problems
 
 
-@pytest.fixture(scope="session")
-def page_reports(server):
+def check_all(server) -> dict[str, list[str]]:
     """Every page checked, four tabs at a time: most of a page check is waiting.
 
     The tabs share one browser context: a fresh context per page cost about 40 %
     more CPU (axe-core's script compiled anew each time), and a page check changes no
     state that another could see.
     """
-    async def check_all():
+    async def run():
         async with async_playwright() as playwright:
             browser = await playwright.chromium.launch(executable_path=chromium(), args=FLAGS)
             context = await browser.new_context()
@@ -178,7 +183,21 @@ def page_reports(server):
             reports = await asyncio.gather(*(check_page(context, server, p, slots) for p in PATHS))
             await browser.close()
         return dict(zip(PATHS, reports))
-    return asyncio.run(check_all())
+    return asyncio.run(run())
+
+
+def start(site: Path) -> Future:
+    """The page checks, in the background from the moment the site is built.
+
+    They keep both cores busy for about a minute; conftest.py moves their test items
+    to the end of the session, so that the other tests run meanwhile.
+    """
+    return background("page checks", check_all, serve(site))
+
+
+@pytest.fixture(scope="session")
+def page_reports(site):
+    return start(site).result()  # the same job when conftest.py started it
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -212,7 +231,7 @@ def test_search_finds_the_page(tab, server, lang, query, expected):
     tab.goto(server + ("zh/" if lang == "zh" else ""), wait_until="networkidle")
     tab.locator(".md-search__input").fill(query)  # all at once: no results for a partial query
     tab.keyboard.press("End")  # Material searches on key events; the IME-style fill needs one
-    tab.locator(".md-search-result__item a").first.wait_for(timeout=10_000)
+    tab.locator(".md-search-result__item a").first.wait_for(timeout=30_000)  # page checks run meanwhile
     links = tab.locator(".md-search-result__item a").evaluate_all("links => links.map(a => a.href)")
     paths = [urlsplit(link).path.removeprefix("/") for link in links]  # Material adds ?h=<query>
     assert paths[0] == expected, paths
