@@ -81,7 +81,7 @@ def test_one_404_page_in_the_default_language_for_both(site):
     """The server's one 404.html: English chrome (not the last language built), both
     languages in the body, each linking to its home page (hooks/material_fixes.py)."""
     page = (site / "404.html").read_text(encoding="utf-8")
-    assert '<html lang="en"' in page and "<title>PyTorch on GPUs</title>" in page
+    assert '<html lang="en"' in page and "页面不存在 · PyTorch on GPUs</title>" in page
     assert not (site / "zh" / "404.html").exists()
     assert '<section lang="zh">' in page and "页面不存在" in page
     for home in re.findall(r'<article.*?href="([^"]+)".*?href="([^"]+)"', page, re.S)[0]:
