@@ -8,7 +8,9 @@
    got 404s. The selector keeps static-i18n's per-page links and needs no fetch; the
    hreflang alternates stay declared, per page, in the sitemap.xml static-i18n writes.
 2. Name the search dialog (axe-core: aria-dialog-name, serious): Material renders
-   ``role="dialog"`` without an accessible name.
+   ``role="dialog"`` without an accessible name. Give the headings' permalinks a
+   title in the page's language: the toc extension has one title for every
+   language, "Permanent link", and static-i18n cannot set extensions per language.
 3. Keep one 404 page, the default language's. A server has one 404.html for every
    missing address, and static-i18n builds it once per language into the same file,
    so the last language's header and navigation won (static-i18n issues #284, #349).
@@ -21,11 +23,14 @@ import re
 HEAD_ALTERNATE = re.compile(r'\s*<link rel="alternate" href="[^"]*" hreflang="[^"]*">')
 SEARCH_DIALOG = '<div class="md-search" data-md-component="search" role="dialog"'
 SEARCH_LABEL = {"en": "Search", "zh": "搜索"}
+PERMALINK = 'class="headerlink" href="([^"]*)" title="Permanent link"'
+PERMALINK_TITLE = {"en": "Permanent link", "zh": "永久链接"}
 
 
 def fixed(output: str, lang: str) -> str:
     head, sep, body = output.partition("</head>")
     body = body.replace(SEARCH_DIALOG, f'{SEARCH_DIALOG} aria-label="{SEARCH_LABEL[lang]}"', 1)
+    body = re.sub(PERMALINK, rf'class="headerlink" href="\1" title="{PERMALINK_TITLE[lang]}"', body)
     return HEAD_ALTERNATE.sub("", head) + sep + body
 
 

@@ -16,6 +16,8 @@ Labs are jupytext-markdown files, ``docs/labs/<name>.md`` and ``<name>.zh.md``
   for notebooks, and mkdocs-jupyter's ``include_source`` would offer the ``.md``.
 * Keyboard: code cells that scroll sideways get ``tabindex="0"``, as their outputs
   already have, so that keyboard users can scroll them (axe: scrollable-region-focusable).
+* Copy buttons: mkdocs-jupyter labels them in English on every page, and a comma
+  in its template leaves a stray attribute; Chinese labs get Material's own words.
 * Cache: static-i18n runs one build per language and mkdocs-jupyter evicts, after
   each build, every cache entry that build did not use, so the two languages evict
   each other and the cache never hits. One cache folder per language fixes that.
@@ -83,6 +85,8 @@ def on_pre_build(config):
 
 CODE_CELL = '<div class="highlight-ipynb hl-python">'
 BUTTON = {"en": "Download this notebook (.ipynb)", "zh": "下载本 notebook（.ipynb）"}
+COPY_BUTTON = '<clipboard-copy ,="" aria-label="Copy to Clipboard"'
+COPY_WORDS = {"en": ("Copy to Clipboard", "Copied!"), "zh": ("复制", "已复制")}
 
 
 def ipynb_uri(lab: Path) -> str:
@@ -167,6 +171,8 @@ def on_page_content(html, page, config, files):
     button = (f'<p><a class="md-button" href="{name}.ipynb" download>'
               f"{BUTTON[language(config)]}</a></p>")
     html = html.replace(CODE_CELL, CODE_CELL[:-1] + ' tabindex="0">')
+    label, done = COPY_WORDS[language(config)]
+    html = html.replace(COPY_BUTTON, f'<clipboard-copy aria-label="{label}"').replace(">Copied!<", f">{done}<")
     html = without_dead_loaders(external_css(html, page, config))
     head, sep, rest = html.partition("</h1>")
     return head + sep + button + rest if sep else button + html

@@ -26,6 +26,20 @@ def test_build_has_both_languages(site):
         assert 'lang="zh"' in html_of(site, page, "zh")
 
 
+def test_chinese_pages_label_their_controls_in_chinese(site):
+    """Heading permalinks, the labs' copy buttons and the footer (hooks/material_fixes.py,
+    hooks/notebooks.py, overrides/partials/copyright.html)."""
+    for page in en_pages():
+        zh = html_of(site, page, "zh")
+        assert "本站由 <a" in zh, url_path(page, "zh")
+        for english in ('title="Permanent link"', "Copy to Clipboard", "Copied!", "Made with"):
+            assert english not in zh, f"{url_path(page, 'zh')}: {english}"
+        if 'class="headerlink"' in zh:
+            assert 'title="永久链接"' in zh, url_path(page, "zh")
+        if "<clipboard-copy" in zh:
+            assert '<clipboard-copy aria-label="复制"' in zh and ">已复制<" in zh, url_path(page, "zh")
+
+
 def test_build_log_is_clean(site):
     log = (site.parent / "build.log").read_text(encoding="utf-8")
     assert not re.search(r"^(WARNING|ERROR)", log, re.M), log
