@@ -8,8 +8,8 @@
    got 404s. The selector keeps static-i18n's per-page links and needs no fetch; the
    hreflang alternates stay declared, per page, in the sitemap.xml static-i18n writes.
 2. Name the search dialog (axe-core: aria-dialog-name, serious): Material renders
-   ``role="dialog"`` without an accessible name. Give the headings' permalinks a
-   title in the page's language: the toc extension has one title for every
+   ``role="dialog"`` without an accessible name. And give the headings' permalinks
+   a title in the page's language: the toc extension has one title for every
    language, "Permanent link", and static-i18n cannot set extensions per language.
 3. Keep one 404 page, the default language's. A server has one 404.html for every
    missing address, and static-i18n builds it once per language into the same file,
@@ -30,12 +30,20 @@ PERMALINK_TITLE = {"en": "Permanent link", "zh": "永久链接"}
 def fixed(output: str, lang: str) -> str:
     head, sep, body = output.partition("</head>")
     body = body.replace(SEARCH_DIALOG, f'{SEARCH_DIALOG} aria-label="{SEARCH_LABEL[lang]}"', 1)
-    body = re.sub(PERMALINK, rf'class="headerlink" href="\1" title="{PERMALINK_TITLE[lang]}"', body)
     return HEAD_ALTERNATE.sub("", head) + sep + body
 
 
+def locale(page) -> str:
+    return getattr(page.file, "locale", None) or "en"
+
+
+def on_page_content(html, page, config, files):
+    """The permalink titles, in the content itself: the print pages take it from there."""
+    return re.sub(PERMALINK, rf'class="headerlink" href="\1" title="{PERMALINK_TITLE[locale(page)]}"', html)
+
+
 def on_post_page(output, page, config):
-    return fixed(output, getattr(page.file, "locale", None) or "en")
+    return fixed(output, locale(page))
 
 
 def on_post_template(output, template_name, config):
