@@ -33,21 +33,18 @@ def fixed(output: str, lang: str) -> str:
     return HEAD_ALTERNATE.sub("", head) + sep + body
 
 
-def locale(page) -> str:
-    return getattr(page.file, "locale", None) or "en"
-
-
 def on_page_content(html, page, config, files):
     """The permalink titles, in the content itself: the print pages take it from there."""
-    return re.sub(PERMALINK, rf'class="headerlink" href="\1" title="{PERMALINK_TITLE[locale(page)]}"', html)
+    title = PERMALINK_TITLE[config.plugins["i18n"].current_language]
+    return re.sub(PERMALINK, rf'class="headerlink" href="\1" title="{title}"', html)
 
 
 def on_post_page(output, page, config):
-    return fixed(output, locale(page))
+    return fixed(output, config.plugins["i18n"].current_language)
 
 
 def on_post_template(output, template_name, config):
     if template_name != "404.html":
         return output
     i18n = config.plugins["i18n"]
-    return fixed(output, i18n.default_language) if i18n.is_default_language_build else ""
+    return fixed(output, i18n.current_language) if i18n.is_default_language_build else ""

@@ -6,6 +6,7 @@ up). The snippet tests then read those results from the cache; a snippet that
 failed is not cached, so its test runs it again and reports its own error.
 """
 
+import importlib
 import os
 import shutil
 import subprocess
@@ -50,12 +51,17 @@ def pytest_collection_modifyitems(items):
     items.sort(key=lambda item: getattr(item, "originalname", "") == "test_page_in_browser")
 
 
+def start_jobs(modules: list[str], *args):
+    """``tests.<module>.start(*args)`` for each of these test files this session runs."""
+    for module in modules:
+        if f"{module}.py" in COLLECTED:
+            importlib.import_module(f"tests.{module}").start(*args)
+
+
 def pytest_collection_finish(session):
     """Start the CPU-profile runs now, in the background (tests/test_cpu_profiles.py)."""
     COLLECTED.update(item.path.name for item in session.items)
-    if "test_cpu_profiles.py" in COLLECTED:
-        from tests import test_cpu_profiles
-        test_cpu_profiles.start()
+    start_jobs(["test_cpu_profiles"])
 
 
 def pytest_unconfigure(config):
@@ -106,13 +112,5 @@ def snippet_results(build):
 def site(build):
     proc, out, _ = build
     assert proc.returncode == 0, f"strict build failed:\n{proc.stderr[-4000:]}"
-    if "test_pdf.py" in COLLECTED:  # print the PDFs in the background meanwhile
-        from tests import test_pdf
-        test_pdf.start(out)
-    if "test_bad_input.py" in COLLECTED:  # and build the broken copies
-        from tests import test_bad_input
-        test_bad_input.start(out)
-    if "test_browser.py" in COLLECTED:  # and check every page in the browser
-        from tests import test_browser
-        test_browser.start(out)
+    start_jobs(["test_pdf", "test_bad_input", "test_browser"], out)  # PDFs, broken copies, page checks
     return out

@@ -3,8 +3,9 @@
 Every page in both languages, and the one 404 page: no console error, no failed
 load, no request to any host but the local server, no serious or critical axe-core
 violation, and a language switcher that links to the same page in the other
-language (clicked on one page per language). Plus search in both languages, the copy button, the palette
-toggle, and screenshots of both home pages (saved under test-artifacts/).
+language (clicked on one page per language). Plus search in both languages, the
+copy button, the palette toggle, and screenshots of both home pages (saved under
+test-artifacts/).
 """
 
 import asyncio
