@@ -214,3 +214,57 @@ def test_an_xpu_build_is_named(machine, monkeypatch):
     report, text = machine()
     assert report["build"] == "xpu" and "(Intel XPU build)" in text
     assert report["reason"]["code"] == "no-visible-device"
+
+
+# check_gpu.py as a whole on a broken machine, in a fresh interpreter: what torch
+# reports is faked (as above), the rest of the snippet and the doctor are real.
+BROKEN = r"""
+import json, runpy, sys, warnings
+import torch
+sys.path.insert(0, sys.argv[2].rsplit("/", 1)[0])
+import gpu_doctor
+
+case = sys.argv[1]
+torch.version.cuda = "13.0"
+gpu = case == "no-kernel-image"
+
+def is_available():
+    if case == "old-driver":
+        warnings.warn(%r)
+    return gpu
+
+torch.cuda.is_available = is_available
+torch.cuda.device_count = lambda: 1  # NVML counts the GPU in both cases
+torch.accelerator.is_available = lambda: gpu
+torch.accelerator.current_accelerator = lambda check_available=False: (
+    torch.device("cuda") if gpu or not check_available else None)
+if gpu:  # the queries that need no kernel answer; every kernel fails
+    failed = {"ok": False, "error": "CUDA error: no kernel image is available for execution on the device"}
+    real = gpu_doctor.matmul_check
+    gpu_doctor.matmul_check = lambda device: real(device) if device == "cpu" else failed
+    gpu_doctor.cuda_device = lambda i: {
+        "device": f"cuda:{i}", "name": "NVIDIA GeForce RTX 5090", "total_memory_gib": 31.4,
+        "capability": "12.0", "multiprocessors": 170, "matmul": failed}
+    for name, value in {"current_device": 0, "get_device_name": "NVIDIA GeForce RTX 5090",
+                        "get_device_capability": (12, 0), "mem_get_info": (2**34, 2**35),
+                        "synchronize": None, "memory_allocated": 0, "max_memory_allocated": 0}.items():
+        setattr(torch.cuda, name, lambda *args, value=value: value)
+runpy.run_path(sys.argv[2], run_name="__main__")
+""" % OLD_DRIVER
+
+
+@pytest.mark.parametrize("case, verdict", [
+    ("old-driver", "driver-too-old"),  # device_count() > 0, is_available() False
+    ("no-kernel-image", "gpu-matmul-failed"),  # available, but no kernel runs
+])
+def test_check_gpu_diagnoses_a_broken_machine_and_exits_zero(case, verdict):
+    snippet = ROOT / "snippets" / "gpu" / "check_gpu.py"
+    proc = subprocess.run([sys.executable, "-c", BROKEN, case, str(snippet)], capture_output=True,
+                          text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f'"code": "{verdict}"' in proc.stdout and '"gpu_used": false' in proc.stdout
+    assert "device: cpu" in proc.stdout
+    if case == "old-driver":
+        assert "GPUs are visible, but the CUDA runtime cannot use them" in proc.stdout
+    else:
+        assert "a matmul on it failed: CUDA error: no kernel image" in proc.stdout

@@ -13,11 +13,14 @@ import torch
 
 print("torch:", torch.__version__, "| torch.version.cuda:", torch.version.cuda,
       "| cuDNN:", torch.backends.cudnn.version())
-print("torch.cuda.is_available():", torch.cuda.is_available(),
-      "| torch.cuda.device_count():", torch.cuda.device_count())
-assert torch.cuda.is_available() == (torch.cuda.device_count() > 0)
+available, count = torch.cuda.is_available(), torch.cuda.device_count()
+print("torch.cuda.is_available():", available, "| torch.cuda.device_count():", count)
+if count > 0 and not available:
+    # device_count() asks NVML, which needs only a driver; is_available() asks the
+    # CUDA runtime, which refuses a driver older than the wheel's CUDA
+    print("GPUs are visible, but the CUDA runtime cannot use them: see the doctor below")
 if torch.version.cuda is None and torch.version.hip is None:  # no CUDA, no ROCm
-    assert not torch.cuda.is_available()
+    assert not available and count == 0
 # The local version suffix names the wheel, not the hardware: "+cpu" and "+cu130"
 # on Linux and Windows, nothing at all on macOS, where MPS is the GPU.
 suffix = torch.__version__.partition("+")[2] or "(none)"
@@ -27,11 +30,16 @@ print("version suffix:", suffix,
 
 # --8<-- [start:accelerator]
 accelerator = torch.accelerator.current_accelerator(check_available=True)
-device = accelerator or torch.device("cpu")
 print("torch.accelerator.is_available():", torch.accelerator.is_available())
 print("current_accelerator(check_available=True):", accelerator)
-print("device:", device)
 assert (accelerator is None) != torch.accelerator.is_available()
+# A GPU can be available and still run no kernel: a wheel built without code for its
+# architecture fails with "no kernel image is available". One small matmul tells.
+check = gpu_doctor.matmul_check(str(accelerator)) if accelerator else None
+if check and not check["ok"]:
+    print("a matmul on it failed:", check.get("error", "wrong result"))
+device = accelerator if check and check["ok"] else torch.device("cpu")
+print("device:", device)
 # --8<-- [end:accelerator]
 
 
@@ -89,7 +97,7 @@ def add_cuda_to_cpu() -> str:
     raise AssertionError("mixing devices must fail")
 
 
-if torch.cuda.is_available():
+if device.type == "cuda":
     message = add_cuda_to_cpu()
 else:  # fake tensors have a device and a shape but no data: no GPU needed
     from torch._subclasses.fake_tensor import FakeTensorMode
@@ -100,7 +108,7 @@ print(message)
 # A real GPU, and fake tensors from torch 2.13 on, say "Expected all tensors to be on
 # the same device"; the fake tensors of torch 2.11 and 2.12 word it differently.
 assert "cuda:0" in message and "cpu" in message
-if torch.cuda.is_available():
+if device.type == "cuda":
     assert message.startswith("Expected all tensors to be on the same device")
 # --8<-- [end:mismatch]
 
@@ -108,7 +116,7 @@ if torch.cuda.is_available():
 from torch.profiler import ProfilerActivity, profile
 
 activities = [ProfilerActivity.CPU]
-if torch.cuda.is_available():
+if device.type == "cuda":
     activities.append(ProfilerActivity.CUDA)
 a = torch.randn(256, 256, device=device)
 with profile(activities=activities) as prof:
@@ -117,7 +125,7 @@ ops = {event.key: event for event in prof.key_averages()}
 gpu_us = sum(event.self_device_time_total for event in ops.values())
 print("profiled aten::mm:", "aten::mm" in ops, f"| GPU time: {gpu_us:.0f} µs")
 assert "aten::mm" in ops
-assert (gpu_us > 0) == torch.cuda.is_available()
+assert (gpu_us > 0) == (device.type == "cuda")
 # --8<-- [end:profiler]
 
 # --8<-- [start:nvidia-smi]
@@ -133,8 +141,8 @@ else:
 with contextlib.redirect_stdout(io.StringIO()) as captured:
     exit_code = gpu_doctor.main(["--json"])
 report = json.loads(captured.getvalue())
-# the doctor counts a GPU as used once a matmul on it is right: CUDA, ROCm, MPS or XPU
-assert exit_code == 0 and report["gpu_used"] == torch.accelerator.is_available()
+# the doctor counts a GPU as used once a matmul on it is right, as `device` above does
+assert exit_code == 0 and report["gpu_used"] == (device.type != "cpu")
 assert report["torch"] == torch.__version__
 assert report["device_count"] == torch.cuda.device_count()
 print("gpu_doctor.py --json:")

@@ -228,8 +228,11 @@ def diagnose(report: dict) -> dict | None:
             "mps-unavailable",
             "This macOS build of torch supports Apple's MPS, but "
             "torch.backends.mps.is_available() is False.",
-            "MPS needs macOS 12.3 or newer and a Mac with Apple silicon or a "
-            "Metal-capable AMD GPU; on an older Mac the CPU is all there is.")
+            "Current torch (2.11 and newer) runs MPS on macOS 14.0 or newer, on a Mac "
+            "with Apple silicon: the last PyTorch wheels for Intel Macs were 2.2. "
+            "On an Apple-silicon Mac, also check that the process can reach Metal (a "
+            "virtual machine or a sandbox may hide it); on an older Mac the CPU is "
+            "all there is.")
     return finding(
         "no-visible-device", f"The {BUILDS[report['build']]}'s GPU runtime started but "
         "reports no device.",

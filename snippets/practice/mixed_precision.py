@@ -1,5 +1,6 @@
 """Mixed precision: float16, bfloat16, autocast, gradient scaling and TF32, run on any device."""
 
+import os
 import re
 import sys
 import warnings
@@ -139,6 +140,7 @@ else:
 # --8<-- [start:tf32]
 def matmul_error(precision: str, dev: str) -> float:
     """Largest error of a float32 matmul against float64, at one precision setting."""
+    before = torch.get_float32_matmul_precision()
     torch.set_float32_matmul_precision(precision)
     try:
         gen = torch.Generator().manual_seed(0)
@@ -148,10 +150,14 @@ def matmul_error(precision: str, dev: str) -> float:
         assert out.dtype == torch.float32           # the dtype never changes
         return (out.double() - exact).abs().max().item()
     finally:
-        torch.set_float32_matmul_precision("highest")
+        torch.set_float32_matmul_precision(before)
 
 
-assert torch.get_float32_matmul_precision() == "highest"   # the default
+# The default, unless TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 makes it "high" (ATen/Context.h)
+override = os.environ.get("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE") == "1"
+print("default precision:", torch.get_float32_matmul_precision(),
+      "| TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1:", override)
+assert torch.get_float32_matmul_precision() == ("high" if override else "highest")
 errors = {p: matmul_error(p, "cpu") for p in ("highest", "high", "medium")}
 print("CPU float32 matmul, max error vs float64:",
       {p: f"{e:.1e}" for p, e in errors.items()})
