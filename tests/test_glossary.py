@@ -6,18 +6,24 @@ separated by 「、」, or 「—」 when there are none). A zh page that uses a
 variant in its prose fails, with file:line for each use. Code is not prose: fenced
 blocks (the notebooks' code cells too), inline code, link addresses and HTML comments
 are skipped. A gloss in full-width brackets right after the chosen term, such as
-「钩子（hook）」, is allowed: that is how a page introduces the term.
+“钩子（hook）”, is allowed: that is how a page introduces the term.
+
+The glossary itself is checked too: its prose and its columns 中文 and 含义 (the
+columns 英文 and 避免 name the variants on purpose). Where its prose names a variant to
+warn against it, the variant stands in quotation marks, “原文”, and is not counted.
 """
 
 import re
 from pathlib import Path
 
 import pytest
-from glossary import GLOSSARY, glossary_rows
+from glossary import GLOSS, GLOSSARY, glossary_rows
 from tests.pages import DOCS, zh_pages
 from tests.zh_text import inline, prose, where
 
 LATIN = re.compile(r"[A-Za-z][A-Za-z .-]*")
+QUOTED = re.compile(r"“[^”\n]*”")  # a variant named in the glossary's prose, not used
+CHECKED_COLUMNS = ("中文", "含义")  # of the glossary's own tables
 
 
 def avoided(rows: list[dict[str, str]]) -> dict[str, str]:
@@ -32,12 +38,32 @@ def variant_pattern(variant: str) -> re.Pattern:
     return re.compile(re.escape(variant))
 
 
-def find_variants(path: Path, rows: list[dict[str, str]]) -> list[str]:
-    """'file:line: variant → chosen' for every avoided variant in the page's prose."""
-    glosses = [re.compile(rf"{re.escape(row['中文'])}（[^）]*）") for row in rows]
+def glossary_lines(lines: list[str]) -> list[str]:
+    """The glossary's lines with only the columns 中文 and 含义 of its tables, quotes removed."""
+    kept, header = [], None
+    for line in lines:
+        if not line.lstrip().startswith("|"):
+            header = None
+            kept.append(QUOTED.sub("", line))
+            continue
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        header = header or cells
+        kept.append(" | ".join(QUOTED.sub("", cell) for name, cell in zip(header, cells)
+                               if name in CHECKED_COLUMNS))
+    return kept
+
+
+def find_variants(path: Path, rows: list[dict[str, str]], glossary: bool = False) -> list[str]:
+    """'file:line: variant → chosen' for every avoided variant in the page's prose.
+
+    With ``glossary``, the page is read as the glossary is (see the module's docstring).
+    """
+    terms = {term.strip() for row in rows for term in GLOSS.sub("", row["中文"]).split("、")}
+    glosses = [re.compile(rf"{re.escape(term)}（[^）]*）") for term in terms if term]
     patterns = {variant: (variant_pattern(variant), chosen) for variant, chosen in avoided(rows).items()}
     found = []
-    for number, line in enumerate(prose(path.read_text(encoding="utf-8")), start=1):
+    lines = prose(path.read_text(encoding="utf-8"))
+    for number, line in enumerate(glossary_lines(lines) if glossary else lines, start=1):
         line = inline(line)
         for gloss in glosses:
             line = gloss.sub("", line)
@@ -53,16 +79,17 @@ ROWS = glossary_rows()
 def test_glossary_lists_variants_to_avoid():
     variants = avoided(ROWS)
     # The variants this test checked before the glossary became its source stay covered.
-    for old in ("固定内存", "页锁定内存", "零复制", "内核函数", "流多处理器", "显卡内存", "全规约", "集体通信"):
+    for old in ("固定内存", "页锁定内存", "零复制", "内核函数", "流多处理器", "显卡内存", "全规约", "集体通信",
+                "梯度累加", "发射核函数", "epoch", "store", "device-side assert", "伪造的 CUDA 张量",
+                "两个动量", "本页的输出", "本页的运行结果", "资料来源"):
         assert old in variants, f"the glossary no longer lists 「{old}」 as a variant to avoid"
     for variant, chosen in variants.items():
         assert variant not in chosen, f"「{variant}」 is avoided but is part of the chosen term 「{chosen}」"
 
 
-@pytest.mark.parametrize("page", [p for p in zh_pages() if p != GLOSSARY],
-                         ids=lambda p: p.relative_to(DOCS).as_posix())
+@pytest.mark.parametrize("page", zh_pages(), ids=lambda p: p.relative_to(DOCS).as_posix())
 def test_no_avoided_variants(page):
-    found = find_variants(page, ROWS)
+    found = find_variants(page, ROWS, glossary=page == GLOSSARY)
     assert not found, "use the glossary's term (docs/glossary.zh.md):\n" + "\n".join(found)
 
 
@@ -74,3 +101,19 @@ def test_the_check_catches_a_variant(tmp_path):
     found = find_variants(page, ROWS)
     assert [f.split(": ", 1)[0].rsplit(":", 1)[1] for f in found] == ["9", "11"], found
     assert "「屋顶线」 → 「Roofline 模型」" in found[0]
+
+
+def test_the_check_reads_the_glossary_itself(tmp_path):
+    """Self-test: in the glossary, a variant in 含义 or in prose is reported; in 英文 or 避免,
+    or quoted as a variant to avoid, it is not."""
+    page = tmp_path / "glossary.zh.md"
+    page.write_text("# 术语表 { #glossary }\n\n"
+                    "本页不写“屋顶线”。\n\n"                                  # 3: quoted, fine
+                    "| 英文 | 中文 | 避免 | 含义 |\n|---|---|---|---|\n"
+                    "| roofline | Roofline 模型 | 屋顶线 | 性能上界 |\n"       # 7: fine
+                    "| epoch | 轮 | epoch | 一轮即完整遍历一遍训练集 |\n"        # 8: fine
+                    "| data parallelism | 数据并行 | — | 把一个 batch 拆开 |\n\n"  # 9: bare batch
+                    "按屋顶线估算上界。\n", encoding="utf-8")                   # 11
+    found = find_variants(page, ROWS, glossary=True)
+    assert [f.split(": ", 1)[0].rsplit(":", 1)[1] for f in found] == ["9", "11"], found
+    assert "「batch」 → 「小批次」" in found[0]

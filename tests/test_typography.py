@@ -18,7 +18,22 @@ included, in prose only (see tests/zh_text.py for what is masked):
   checked (their cells are labels, units and API names); link addresses, HTML tags
   and comments, heading anchors and front matter are masked; a title quoted in
   《书名号》 is kept as its author wrote it; full-width punctuation needs no space;
-- a bold label is written ``**标签**：正文``, not ``**标签。**正文`` or ``**标签：**正文``.
+- a bold label is written ``**标签**：正文``, not ``**标签。**正文``, ``**标签：**正文``
+  or ``**标签：** 正文``.
+
+Punctuation and spacing, in prose and in table cells (each cell on its own):
+
+- no space beside full-width punctuation (``“Add your machine” 一节``, ``数据。 生成``);
+  the middle dot ``·``, which the home page's topic map uses as a separator, is exempt;
+- no space between two Han characters, which is what a link or bold text written
+  with spaces around it leaves (``见 [多机训练](…) 一页``);
+- no space between a number and ``%`` (``40–50%``);
+- a list of topics after a colon is joined by 、, not by ，
+  (``混合精度：格式、autocast、梯度缩放``);
+- quotation marks are “”, never 「」, 『』 or ASCII ``"`` (an admonition's title
+  keeps the ``"`` of its syntax);
+- a GPU's number is a word of its own: ``GPU 0``, not ``GPU0`` (a PyTorch message
+  quoted verbatim stays in inline code).
 """
 
 import re
@@ -30,7 +45,19 @@ from tests.zh_text import CODE, FULL_PUNCT, HAN, inline, is_table, prose, where
 
 CJK = HAN + FULL_PUNCT
 GLUED = re.compile(rf"(?=([{HAN}][A-Za-z0-9{CODE}]|[A-Za-z0-9{CODE}][{HAN}]))")  # overlapping
-BOLD_LABEL = re.compile(rf"\*\*[^*\n]{{1,16}}[。：:.]\*\*(?=[^\s*])")
+BOLD_LABEL = re.compile(rf"\*\*[^*\n]{{1,16}}[。：:.]\*\*(?=[ \t]*[^\s*])")
+# Full-width punctuation that takes no space beside it (the middle dot · is a separator).
+SPACED = FULL_PUNCT.replace("\u00b7", "")
+SPACE_BY_PUNCT = re.compile(rf"(?<=[^\s·])[ \t]+(?=[{SPACED}])|(?<=[{SPACED}])[ \t]+(?=[^\s·])")
+SPACE_IN_HAN = re.compile(rf"[{HAN}][ \t]+[{HAN}]")
+PERCENT = re.compile(r"\d[ \t]+%")
+QUOTES = re.compile(r'[「」『』"]')
+GPU_NUMBER = re.compile(r"(?<![A-Za-z0-9_])GPU\d")
+# Where a prose line's text starts: after list, quote and heading markers.
+LINE_START = re.compile(r"^\s*(?:(?:[-*+]|\d+[.)])\s+|>\s*|#{1,6}\s+)*")
+# An admonition's first line: only its title is text, without the quotes of the syntax.
+ADMONITION = re.compile(r'^\s*(?:!!!|\?\?\?\+?)\s+[\w-]+(?:\s+inline(?:\s+end)?)?(?:\s+"(?P<title>.*)")?\s*$')
+SENTENCE_END = re.compile(r"[。；！？]")
 TITLE = re.compile(r"《[^》\n]*》")
 # A line that starts a new block rather than continuing the paragraph above it.
 BLOCK_START = re.compile(r"^\s*(#|\||[-*+]\s|\d+[.)]\s|>|!!!|\?\?\?|===|<|---|\[\^|\*\[|--8<--|:)")
@@ -71,10 +98,49 @@ def glued(lines: list[str]) -> list[tuple[int, str]]:
     return found
 
 
+def texts(line: str) -> list[str]:
+    """The runs of text of one prose line: its table cells, or the line without markers."""
+    text = inline(line).replace("**", "")
+    if is_table(text):
+        return [cell.strip() for cell in text.strip().strip("|").split("|")]
+    if admonition := ADMONITION.match(text):
+        return [admonition.group("title") or ""]
+    return [LINE_START.sub("", text).strip()]
+
+
+def punctuation(text: str) -> list[str]:
+    """What is wrong with the spaces and punctuation of one run of text (see the docstring)."""
+    found = []
+
+    def report(pattern: re.Pattern, what: str) -> None:
+        for match in pattern.finditer(text):
+            context = text[max(match.start() - 6, 0):match.end() + 6].replace(CODE, "`…`")
+            found.append(f"{what} in {context!r}")
+
+    report(SPACE_BY_PUNCT, "space beside full-width punctuation")
+    report(SPACE_IN_HAN, "space between Han characters (a link or bold text needs none)")
+    report(PERCENT, "space before %")
+    report(QUOTES, "quotation marks: write “…”")
+    report(GPU_NUMBER, "a GPU's number is its own word: write GPU 0")
+    if "：" in text:  # a list of topics after a colon: 「显存：A，B，C」 → 「显存：A、B、C」
+        items = text.rsplit("：", 1)[1].split("，")
+        if len(items) >= 3 and all(0 < len(item.strip()) <= 16 and not SENTENCE_END.search(item)
+                                   for item in items):
+            found.append(f"a list joined by ，: write 、 in {text[-40:]!r}")
+    return found
+
+
+def spacing(lines: list[str]) -> list[tuple[int, str]]:
+    """(line number, what) for the punctuation and spacing rules of the docstring."""
+    return [(number, what) for number, line in enumerate(lines, start=1) if line.strip()
+            for text in texts(line) for what in punctuation(text)]
+
+
 def problems(path: Path) -> list[str]:
     lines = prose(path.read_text(encoding="utf-8"))
     found = [f"{where(path)}:{n}: hard line break inside a Chinese paragraph" for n in hard_breaks(lines)]
     found += [f"{where(path)}:{n}: {what}" for n, what in glued(lines)]
+    found += [f"{where(path)}:{n}: {what}" for n, what in spacing(lines)]
     return sorted(found, key=lambda f: int(f.split(":")[1]))
 
 
@@ -96,10 +162,53 @@ def test_the_check_catches_breaks_and_missing_spaces(tmp_path):
         "**标签。**正文；**标签**：正文。\n\n"               # 16: bold label
         "```python\nx = 1  # 中文x\n```\n\n"               # 18-20: code is skipped
         "| 表格 | a中 |\n|---|---|\n\n"                    # 22-23: tables are skipped
-        "见 [文档](https://example.com/a中b) 和 `x` 的说明（GPU）。\n"  # 25: fine
+        "见[文档](https://example.com/a中b)和 `x` 的说明（GPU）。\n"  # 25: fine
         "<!-- output: snippets/x.py -->\n"                 # 26: fine
-        "那篇文章叫《pytorch gpu计算》，**这是一整句加粗的话。** 下一句。\n",  # 27: fine
+        "那篇文章叫《pytorch gpu计算》，**这是一整句加粗的话**。下一句。\n",  # 27: fine
         encoding="utf-8")
     found = problems(page)
     lines = [int(f.split(":")[1]) for f in found]
     assert lines == [9, 12, 14, 14, 14, 14, 16], "\n".join(found)
+
+
+@pytest.mark.parametrize(("line", "what"), [
+    ("做法见 README 中的 “Add your machine” 一节。", "space beside full-width punctuation"),
+    ("**本页没有测量任何 GPU 数据。** 生成本页的构建", "bold label"),
+    ("- **融合注意力。** 在 GPU 上", "bold label"),
+    ("**现象：** `torch.cuda.is_available()` 为 `False`", "bold label"),
+    ("**选 float16 还是 bfloat16？** 在支持 bfloat16 的 GPU 上", "space beside full-width punctuation"),
+    ("| 全局 rank，0 … `WORLD_SIZE - 1` |", "space beside full-width punctuation"),
+    ("它是 [Python 数组 API 标准](https://example.com) 规定的机制", "space between Han characters"),
+    ("（见 [多机训练](multi_node.md)）", "space between Han characters"),
+    ("All-Reduce 占每步时间的 40–50 %。", "space before %"),
+    ("| [显存](memory.md)：逐字节计数，梯度累积，激活检查点，缓存分配器 |", "a list joined by ，"),
+    ("混合精度：格式的范围和精度，autocast，梯度缩放", "a list joined by ，"),
+    ("页面使用下表「中文」一列", "quotation marks"),
+    ('页面使用下表"中文"一列', "quotation marks"),
+    ("输出设备默认是 GPU0。", "GPU 0"),
+])
+def test_the_check_catches_each_slip(line, what):
+    """Self-test: each slip that the checks above let through before is reported."""
+    found = [what for number, what in glued([line]) + spacing([line])]
+    assert any(what in f for f in found), f"{line!r} is not reported as {what!r}: {found}"
+
+
+@pytest.mark.parametrize("line", [
+    "做法见 README 中的“Add your machine”一节。",
+    "**本页没有测量任何 GPU 数据**。生成本页的构建",
+    "- **融合注意力**：在 GPU 上",
+    "**选 float16 还是 bfloat16？**在支持 bfloat16 的 GPU 上",
+    "| 全局 rank，从 0 到 `WORLD_SIZE - 1` |",
+    "它是 [Python 数组 API 标准](https://example.com)规定的机制，见 [DLPack](dlpack.md) 一页",
+    "All-Reduce 占每步时间的 40–50%。",
+    "| [显存](memory.md)：逐字节计数、梯度累积、激活检查点、缓存分配器 |",
+    "原因：同一个运算的输入分别在两个设备上，模型已经移过去，数据没有移。",
+    "| **GPU** | [架构](gpu/architecture.md) · [MXNet（已退役）](arrays/mxnet.md) · [DLPack](a.md) |",
+    '!!! warning "过时的说法：“几百个核心”"',
+    "报错 `Found GPU0 which is of compute capability` 出现在 GPU 0 上；7·10⁹ 字节。",
+    "**这是一整句加粗、不算标签的话，后面没有正文。**",
+])
+def test_the_check_lets_good_lines_through(line):
+    """Self-test: the same lines, written as the guidelines say, are not reported."""
+    found = glued([line]) + spacing([line])
+    assert not found, found
