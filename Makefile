@@ -10,9 +10,12 @@ export NO_MKDOCS_2_WARNING := 1
 
 .PHONY: serve build test bench record clean translations translated pdf lighthouse
 
+# Python 3.11.5 is the floor: pinned packages require it (mkdocs-material and numpy 3.11,
+# pymdown-extensions and soupsieve 3.11.5). The README, this check and the workflow's
+# container state the same one (tests/test_setup.py).
 $(STAMP): requirements.txt
-	@$(PYTHON) -c 'import sys, venv; sys.exit(0 if sys.version_info >= (3, 10) else "This project needs Python 3.10 or newer; $(PYTHON) is " + sys.version.split()[0] + ". Run: make PYTHON=python3.11 ...")' \
-	  || { echo "error: '$(PYTHON)' is missing or unsuitable (needs Python >= 3.10 with the venv module)" >&2; exit 1; }
+	@$(PYTHON) -c 'import sys, venv; sys.exit(0 if sys.version_info >= (3, 11, 5) else "This project needs Python 3.11.5 or newer; $(PYTHON) is " + sys.version.split()[0] + ". Run: make PYTHON=python3.12 ...")' \
+	  || { echo "error: '$(PYTHON)' is missing or unsuitable (needs Python >= 3.11.5 with the venv module)" >&2; exit 1; }
 	rm -rf $(VENV)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
@@ -51,10 +54,11 @@ translations: $(STAMP)
 translated: $(STAMP)
 	$(BIN)/python tools/translations.py stamp $(if $(INITIAL),--initial) $(PAGE)
 
-# One PDF per language from the built site (site/pdf/, site/zh/pdf/; tools/pdf.py):
-# Debian's Chromium prints hooks/print_page.py's print pages. Builds the site first if needed.
+# One PDF per language (site/pdf/, site/zh/pdf/; tools/pdf.py): Debian's Chromium prints
+# hooks/print_page.py's print pages. It builds the site with SITE_PDF=1 first: only that
+# build's home pages link the PDFs; any other build says there how to make them.
 pdf: $(STAMP)
-	test -f site/pdf/print.html || $(BIN)/mkdocs build --strict
+	SITE_PDF=1 $(BIN)/mkdocs build --strict
 	$(BIN)/python tools/pdf.py site
 
 # Lighthouse (npm, pinned in package.json) on six pages, offline; tests/bench.py prints the table.

@@ -36,6 +36,18 @@ Labs are jupytext-markdown files, ``docs/labs/<name>.md`` and ``<name>.zh.md``
   identical rules the earlier one is dropped: the later one wins in any case. That
   takes the file from 590 KB to about 56 KB; screenshots of every lab, light and
   dark, were pixel-identical before and after.
+* Links: nbconvert keeps a markdown cell's links as written, so ``../practice/memory.md``
+  would go to ``labs/practice/memory.md``, a 404 that the strict build never sees. Each
+  relative ``*.md`` / ``*.md#anchor`` link of a lab page becomes the URL of the page it
+  names in the page's language (as MkDocs does on other pages); one that names no page
+  is a warning, so the strict build fails. tests/test_links.py crawls the built site.
+* Heading ids: mkdocs-jupyter gives a heading the id of an ASCII-only slug, ``id=""`` for
+  a Chinese one, while the page's table of contents (and Material's skip link) uses
+  Python-Markdown's slugs: ``#_2``, or ``#mlp_1`` for a second heading slugged ``mlp``.
+  Each heading takes the id its contents entry links, in order, as on other pages.
+* Kernels: nbclient talks to each kernel over IPC (Unix sockets in a private folder)
+  instead of TCP on localhost, where any local user could connect to the kernel's ports
+  and where ipykernel warns about unencrypted TCP on every start (Windows keeps TCP).
 * Dead loaders: the mermaid loader is dropped from pages without a diagram (none
   has one): it would import mermaid from a CDN. So is the MathJax block, a
   ``<script src="">`` (mkdocs-jupyter gives it no URL) and a configuration that
@@ -45,10 +57,13 @@ Labs are jupytext-markdown files, ``docs/labs/<name>.md`` and ``<name>.zh.md``
 from __future__ import annotations
 
 import hashlib
+import html as html_lib
 import json
 import os
+import posixpath
 import re
 import sys
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
@@ -62,6 +77,7 @@ from mkdocs.structure.files import File
 from mkdocs.utils import get_relative_url
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
+from traitlets.config import Config
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
 import snippets  # noqa: E402  (tools/snippets.py: the machine a run belongs to)
@@ -109,18 +125,26 @@ def execute(lab: Path) -> nbformat.NotebookNode:
     stored = EXECUTED / f"{lab.stem}-{key}.ipynb"
     if stored.is_file():
         return nbformat.read(stored, as_version=4)
-    client = NotebookClient(notebook, timeout=CELL_TIMEOUT, kernel_name="python3",
-                            resources={"metadata": {"path": str(LABS)}})
-    try:
-        client.execute()
-    except CellExecutionError as error:
-        raise PluginError(f"lab {lab.relative_to(ROOT)} failed:\n{error}") from None
+    with tempfile.TemporaryDirectory(prefix="lab-kernel-") as sockets:
+        client = NotebookClient(notebook, timeout=CELL_TIMEOUT, kernel_name="python3",
+                                resources={"metadata": {"path": str(LABS)}}, config=transport(sockets))
+        try:
+            client.execute()
+        except CellExecutionError as error:
+            raise PluginError(f"lab {lab.relative_to(ROOT)} failed:\n{error}") from None
     log.info(f"lab {lab.relative_to(ROOT)} executed")
     EXECUTED.mkdir(parents=True, exist_ok=True)
     for old in EXECUTED.glob(f"{lab.stem}-*.ipynb"):
         old.unlink()
     nbformat.write(notebook, stored)
     return notebook
+
+
+def transport(sockets: str) -> Config:
+    """IPC: the kernel's sockets are files in ``sockets``, a folder only this user can open."""
+    if os.name != "posix":  # zmq's ipc:// needs Unix sockets
+        return Config()
+    return Config({"KernelManager": {"transport": "ipc", "ip": os.path.join(sockets, "kernel")}})
 
 
 def with_outputs(lab: Path, run: nbformat.NotebookNode) -> nbformat.NotebookNode:
@@ -173,9 +197,52 @@ def on_page_content(html, page, config, files):
     html = html.replace(CODE_CELL, CODE_CELL[:-1] + ' tabindex="0">')
     label, done = COPY_WORDS[language(config)]
     html = html.replace(COPY_BUTTON, f'<clipboard-copy aria-label="{label}"').replace(">Copied!<", f">{done}<")
+    html = heading_ids(page_links(html, page, files), page)
     html = without_dead_loaders(external_css(html, page, config))
     head, sep, rest = html.partition("</h1>")
     return head + sep + button + rest if sep else button + html
+
+
+MD_HREF = re.compile(r'(?<=\s)href="([^":?#]+\.md)(#[^"]*)?"')
+
+
+def page_links(html: str, page, files) -> str:
+    """href="../practice/memory.md#x" -> the built page's URL, relative to this page."""
+    folder = posixpath.dirname(page.file.src_uri)
+
+    def url(match: re.Match) -> str:
+        path, anchor = html_lib.unescape(match.group(1)), match.group(2) or ""
+        target = None if path.startswith("/") else files.get_file_from_path(
+            posixpath.normpath(posixpath.join(folder, path)))
+        if target is None or not target.is_documentation_page():
+            log.warning(f"lab {page.file.src_uri} links '{path}', which is no page of the site")
+            return match.group(0)
+        return f'href="{html_lib.escape(target.url_relative_to(page.file))}{anchor}"'
+
+    return MD_HREF.sub(url, html)
+
+
+HEADING = re.compile(r'<h([1-6]) id="[^"]*">(.*?)<a class="anchor-link" href="#[^"]*">', re.S)
+
+
+def toc_ids(items) -> list[str]:
+    return [i for item in items for i in [item.id, *toc_ids(item.children)]]
+
+
+def heading_ids(html: str, page) -> str:
+    """Every heading's id (and its ¶ link) as the table of contents links it."""
+    ids = toc_ids(page.toc)
+    if len(ids) != len(HEADING.findall(html)):
+        log.warning(f"lab {page.file.src_uri}: {len(HEADING.findall(html))} headings, "
+                    f"{len(ids)} entries in its table of contents")
+        return html
+    order = iter(ids)
+
+    def heading(match: re.Match) -> str:
+        anchor = next(order)
+        return f'<h{match[1]} id="{anchor}">{match[2]}<a class="anchor-link" href="#{anchor}">'
+
+    return HEADING.sub(heading, html)
 
 
 STYLE = re.compile(r"<style[^>]*>(.*?)</style>\s*", re.S)

@@ -4,8 +4,11 @@ Each build writes ``pdf/print.html`` (English) and ``zh/pdf/print.html`` (Chines
 a first page with the build's provenance (commit, device, torch, Python, date), a
 table of contents, then every page of that language in nav order, as rendered, with
 its outputs, figures and notebook cells. tools/pdf.py prints it with Debian's
-Chromium to ``pdf/pytorch-gpu-<lang>.pdf`` next to it; the line
-``<!-- pdf-download -->`` on each home page becomes the link to that PDF.
+Chromium to ``pdf/pytorch-gpu-<lang>.pdf`` next to it. The line ``<!-- pdf-download -->``
+on each home page becomes the link to that PDF only in a build told that the PDF will
+exist, ``SITE_PDF=1`` (``make pdf`` and so the Pages workflow set it). Any other build,
+``make serve``'s and ``make build``'s included, has no PDF: there the line becomes a note,
+in the page's language, that ``make pdf`` makes one.
 
 Inside the print page, links between pages become links inside the document, every
 ``id`` gets its page's prefix (``page-pytorch-autograd--grad``) so that ids stay
@@ -33,13 +36,17 @@ from mkdocs.utils import get_relative_url
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT = "en"
 MARKER = "<!-- pdf-download -->"
+PDF_ENV = "SITE_PDF"  # "1": this build's PDFs will be printed (make pdf)
 LABELS = {
     "en": {"download": "Download this site as a PDF", "contents": "Contents",
+           "no_pdf": "This build of the site comes without its PDF: <code>make pdf</code> "
+                     "prints one per language.",
            "subtitle": "How PyTorch computes on GPUs. Every output in this document was produced "
                        "by the build described below.",
            "commit": "Commit", "dirty": " (with uncommitted changes)", "date": "Built on",
            "device": "Examples ran on", "torch": "torch", "python": "Python", "site": "Online edition"},
     "zh": {"download": "下载全站 PDF", "contents": "目录",
+           "no_pdf": "本次构建没有附带全站 PDF；运行 <code>make pdf</code> 即可为每种语言各生成一份。",
            "subtitle": "PyTorch 如何在 GPU 上计算。本文档中的每段输出都由下面这次构建实际运行得到。",
            "commit": "提交", "dirty": "（含未提交的改动）", "date": "构建日期",
            "device": "示例运行于", "torch": "torch", "python": "Python", "site": "在线版"},
@@ -57,7 +64,8 @@ body .jupyter-wrapper { --jp-code-font-family: var(--md-code-font); --jp-content
                    --jp-ui-font-family: var(--md-text-font); }
 .md-typeset { font-size: 0.72rem; }
 .print-page { break-before: page; }
-.md-typeset .headerlink, .md-typeset .md-button[href$=".pdf"], .jupyter-wrapper .zeroclipboard-container { display: none; }
+.md-typeset .headerlink, .md-typeset .md-button[href$=".pdf"], .md-typeset .pdf-note,
+.jupyter-wrapper .zeroclipboard-container { display: none; }
 .md-typeset pre > code, .jupyter-wrapper pre { white-space: pre-wrap; overflow-wrap: anywhere; }
 .md-typeset img { max-width: 100%; height: auto; }
 .md-typeset .snippet-provenance { margin-top: 0.3em; }
@@ -220,13 +228,18 @@ def on_nav(nav, config, files):
     return nav
 
 
+def download(lang: str, page_url: str, with_pdf: bool) -> str:
+    """The home page's line: the link to its PDF, or, where none is made, how to make one."""
+    if with_pdf:
+        return (f'<a class="md-button" href="{get_relative_url(pdf_uri(lang), page_url)}" download>'
+                f'{LABELS[lang]["download"]}</a>')
+    return f'<p class="pdf-note">{LABELS[lang]["no_pdf"]}</p>'
+
+
 def on_page_markdown(markdown, page, config, files):
     if MARKER not in markdown:
         return markdown
-    lang = language(config)
-    link = (f'<a class="md-button" href="{get_relative_url(pdf_uri(lang), page.url)}" download>'
-            f'{LABELS[lang]["download"]}</a>')
-    return markdown.replace(MARKER, link)
+    return markdown.replace(MARKER, download(language(config), page.url, os.environ.get(PDF_ENV) == "1"))
 
 
 def on_page_context(context, page, config, nav):
