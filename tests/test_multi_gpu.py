@@ -1,5 +1,7 @@
-"""The Multi-GPU section: ddp.py under torchrun, which the generic snippet test (plain
-`python ddp.py`) does not cover. Distributed code runs only in subprocesses, with timeouts."""
+"""The Multi-GPU section under torchrun, which the generic snippet test (plain `python
+<snippet>.py`, where each script spawns its own ranks) does not cover: the path that reads
+RANK, WORLD_SIZE and LOCAL_RANK from the environment. Distributed code runs only in
+subprocesses, with timeouts, and no process of a run may be left behind."""
 
 import os
 import re
@@ -7,33 +9,54 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 from tests.conftest import ROOT
 
-DDP = ROOT / "snippets" / "multi_gpu" / "ddp.py"
 TORCHRUN = Path(sys.executable).parent / "torchrun"
 SHARD = re.compile(r"\[node 0, local rank (\d), rank (\d)/4\] epoch (\d): shard torch\.Size\(\[4, 10, 5\]\)")
 
 
-def test_ddp_runs_under_torchrun_and_leaves_no_process_behind():
+def torchrun(script: str, ranks: int) -> str:
+    """stdout of `torchrun --standalone` on 127.0.0.1; fails on an error or a leftover process."""
     env = dict(os.environ, GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1")
-    proc = subprocess.Popen([str(TORCHRUN), "--standalone", "--nproc_per_node=4", str(DDP)],
+    proc = subprocess.Popen([str(TORCHRUN), "--standalone", f"--nproc_per_node={ranks}",
+                             str(ROOT / "snippets" / "multi_gpu" / script)],
                             cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, start_new_session=True)
     try:
-        out, err = proc.communicate(timeout=120)
+        out, err = proc.communicate(timeout=150)
     finally:
         if proc.poll() is None:  # timed out: take torchrun and its workers down
             os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
     assert proc.returncode == 0, err[-3000:]
-    shards = sorted(SHARD.findall(out))
-    assert shards == sorted((str(r), str(r), str(e)) for r in range(4) for e in range(2)), out
-    assert "averaged gradient == full-batch gradient on every rank: True" in out
     assert "terminate called" not in err
     try:  # every worker exited with torchrun: its process group is empty
         os.killpg(proc.pid, 0)
     except ProcessLookupError:
-        pass
-    else:
-        os.killpg(proc.pid, signal.SIGKILL)
-        raise AssertionError("processes of the torchrun run were left behind")
+        return out
+    os.killpg(proc.pid, signal.SIGKILL)
+    raise AssertionError("processes of the torchrun run were left behind")
+
+
+def test_ddp_under_torchrun():
+    out = torchrun("ddp.py", 4)
+    shards = sorted(SHARD.findall(out))
+    assert shards == sorted((str(r), str(r), str(e)) for r in range(4) for e in range(2)), out
+    assert "averaged gradient == full-batch gradient on every rank: True" in out
+
+
+@pytest.mark.parametrize("script, ranks, lines", [
+    ("fsdp.py", 4, ["per rank: 16 x 6,792 / 4 + 4 x 6 = 27,192 bytes",
+                    "full_tensor() == single-process parameters: True",
+                    "weight rows per rank [3, 3, 3, 1]"]),
+    ("tensor_parallel.py", 2, ["[rank 0] up.weight   Shard(dim=0)  global (16, 8), local (8, 8)",
+                               "[rank 1] up.weight   Shard(dim=0)  global (16, 8), local (8, 8)",
+                               "down: forward ran {'all_reduce': 1}, backward ran no collective",
+                               "TP output == unsharded MLP output: True"]),
+])
+def test_sharded_training_under_torchrun(script, ranks, lines):
+    out = torchrun(script, ranks)
+    missing = [line for line in lines if line not in out]
+    assert not missing, f"{script} under torchrun did not print {missing}:\n{out}"
