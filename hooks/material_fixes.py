@@ -20,6 +20,8 @@
 
 import re
 
+from sitebuild.language import language
+
 HEAD_ALTERNATE = re.compile(r'\s*<link rel="alternate" href="[^"]*" hreflang="[^"]*">')
 SEARCH_DIALOG = '<div class="md-search" data-md-component="search" role="dialog"'
 SEARCH_LABEL = {"en": "Search", "zh": "搜索"}
@@ -35,16 +37,16 @@ def fixed(output: str, lang: str) -> str:
 
 def on_page_content(html, page, config, files):
     """The permalink titles, in the content itself: the print pages take it from there."""
-    title = PERMALINK_TITLE[config.plugins["i18n"].current_language]
+    title = PERMALINK_TITLE[language(config, page.file.src_uri)]
     return re.sub(PERMALINK, rf'class="headerlink" href="\1" title="{title}"', html)
 
 
 def on_post_page(output, page, config):
-    return fixed(output, config.plugins["i18n"].current_language)
+    return fixed(output, language(config, page.file.src_uri))
 
 
 def on_post_template(output, template_name, config):
     if template_name != "404.html":
         return output
     i18n = config.plugins["i18n"]
-    return fixed(output, i18n.current_language) if i18n.is_default_language_build else ""
+    return fixed(output, language(config)) if i18n.is_default_language_build else ""

@@ -1,363 +1,42 @@
-"""Lab notebooks: one run for both languages, .ipynb downloads, mkdocs-jupyter's cache under i18n.
+"""MkDocs adapter for the labs (sitebuild/labs.py says what is done to them, and why).
 
-Labs are jupytext-markdown files, ``docs/labs/<name>.md`` and ``<name>.zh.md``
-(static-i18n turns ``.py``/``.ipynb`` notebook pages into raw text, its issue #198).
-
-* One run for both languages: each English lab is executed once, by nbclient, and
-  cached by its code and the machine (as the snippets are) in
-  ``.cache/notebooks/executed/``, or ``$LAB_CACHE_DIR``. Each language's notebook,
-  its own prose with that run's outputs, is written as ``.ipynb``; mkdocs-jupyter
-  renders the page from it without running anything (``execute: false``), and
-  readers download it, outputs included. The zh labs' code is the English labs'
-  code (tests/test_parity.py; the build refuses to go on otherwise), so running it
-  again gave the same outputs for twice the time.
-* Download: that ``<name>.ipynb`` is served next to its page (under ``zh/`` for
-  Chinese) and linked by a button under the page title. Material has no such button
-  for notebooks, and mkdocs-jupyter's ``include_source`` would offer the ``.md``.
-* Keyboard: code cells that scroll sideways get ``tabindex="0"``, as their outputs
-  already have, so that keyboard users can scroll them (axe: scrollable-region-focusable).
-* Copy buttons: mkdocs-jupyter labels them in English on every page, and a comma
-  in its template leaves a stray attribute; Chinese labs get Material's own words.
-* Cache: static-i18n runs one build per language and mkdocs-jupyter evicts, after
-  each build, every cache entry that build did not use, so the two languages evict
-  each other and the cache never hits. One cache folder per language fixes that.
-* Weight: mkdocs-jupyter (0.26.3 has no option for it) inlines JupyterLab's CSS,
-  about 590 KB, into every notebook page. Those ``<style>`` blocks are moved, in
-  order, into one file named by its content's hash, ``assets/jupyter/<hash>.css``,
-  linked from where the first block stood, so the cascade and the look are the
-  same and browsers fetch it once for all labs. Rules whose selectors need a class
-  that no notebook page can carry (JupyterLab's file browser, dialogs, menus ...)
-  are left out: a class can be carried only if it is a word of the templates that
-  write the page (nbconvert's and mkdocs-jupyter's, Material's), a Pygments token
-  class, or a class of the page itself. So are rules that can match nothing at
-  all: mkdocs-jupyter scopes every selector under ``.jupyter-wrapper``, which turns
-  JupyterLab's ``:root`` variables (87 KB, mostly icons as data URIs) into
-  ``.jupyter-wrapper :root``, and the root element is inside no wrapper. Of two
-  identical rules the earlier one is dropped: the later one wins in any case. That
-  takes the file from 590 KB to about 56 KB; screenshots of every lab, light and
-  dark, were pixel-identical before and after.
-* Links: nbconvert keeps a markdown cell's links as written, so ``../practice/memory.md``
-  would go to ``labs/practice/memory.md``, a 404 that the strict build never sees. Each
-  relative ``*.md`` / ``*.md#anchor`` link of a lab page becomes the URL of the page it
-  names in the page's language (as MkDocs does on other pages); one that names no page
-  is a warning, so the strict build fails. tests/test_links.py crawls the built site.
-* Heading ids: mkdocs-jupyter gives a heading the id of an ASCII-only slug, ``id=""`` for
-  a Chinese one, while the page's table of contents (and Material's skip link) uses
-  Python-Markdown's slugs: ``#_2``, or ``#mlp_1`` for a second heading slugged ``mlp``.
-  Each heading takes the id its contents entry links, in order, as on other pages.
-* Kernels: nbclient talks to each kernel over IPC (Unix sockets in a private folder)
-  instead of TCP on localhost, where any local user could connect to the kernel's ports
-  and where ipykernel warns about unencrypted TCP on every start (Windows keeps TCP).
-* Dead loaders: the mermaid loader is dropped from pages without a diagram (none
-  has one): it would import mermaid from a CDN. So is the MathJax block, a
-  ``<script src="">`` (mkdocs-jupyter gives it no URL) and a configuration that
-  runs only once MathJax has loaded, which it never does.
+* on_pre_build: one mkdocs-jupyter cache folder per language (static-i18n's builds
+  would evict each other's entries).
+* on_files: the English labs run once per build, in the first language's build;
+  every language's ``.ipynb`` is served next to its page.
+* on_pre_page: a lab page is rendered from its notebook with outputs, not from the .md.
+* on_page_content: the lab page's HTML as sitebuild.labs.page_html leaves it.
 """
 
-from __future__ import annotations
-
-import hashlib
-import html as html_lib
-import json
-import os
-import posixpath
-import re
-import sys
-import tempfile
-from concurrent.futures import ThreadPoolExecutor
-from functools import lru_cache
 from pathlib import Path
 
-import jupytext
-import nbformat
-import tinycss2
-from mkdocs.exceptions import PluginError
-from mkdocs.plugins import event_priority, get_plugin_logger
+from mkdocs.plugins import event_priority
 from mkdocs.structure.files import File
-from mkdocs.utils import get_relative_url
-from nbclient import NotebookClient
-from nbclient.exceptions import CellExecutionError
-from traitlets.config import Config
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
-import snippets  # noqa: E402  (tools/snippets.py: the machine a run belongs to)
-
-ROOT = Path(__file__).resolve().parent.parent
-LABS = ROOT / "docs" / "labs"
-OUT = ROOT / ".cache" / "notebooks"
-EXECUTED = Path(os.environ.get("LAB_CACHE_DIR", OUT / "executed"))  # tests: an empty one
-CACHE = ROOT / ".cache" / "mkdocs-jupyter"
-CELL_TIMEOUT = 120  # seconds per cell, as a snippet's default timeout
-log = get_plugin_logger("notebooks")
-
-
-def language(config) -> str:
-    return config.plugins["i18n"].current_language or "en"
+from sitebuild import labs
+from sitebuild.language import language
 
 
 def on_pre_build(config):
-    config.plugins["mkdocs-jupyter"].config["cache_dir"] = str(CACHE / language(config))
-
-
-CODE_CELL = '<div class="highlight-ipynb hl-python">'
-BUTTON = {"en": "Download this notebook (.ipynb)", "zh": "下载本 notebook（.ipynb）"}
-COPY_BUTTON = '<clipboard-copy ,="" aria-label="Copy to Clipboard"'
-COPY_WORDS = {"en": ("Copy to Clipboard", "Copied!"), "zh": ("复制", "已复制")}
-
-
-def ipynb_uri(lab: Path) -> str:
-    """labs/autograd.md -> labs/autograd/autograd.ipynb; autograd.zh.md -> zh/labs/...
-
-    static-i18n leaves files from outside docs/ alone, so the language prefix is ours.
-    """
-    name, _, lang = lab.name.removesuffix(".md").partition(".")
-    return f"{lang + '/' if lang else ''}labs/{name}/{name}.ipynb"
-
-
-def code(notebook) -> list[str]:
-    return [cell.source for cell in notebook.cells if cell.cell_type == "code"]
-
-
-def execute(lab: Path) -> nbformat.NotebookNode:
-    """The English lab, run once per change of its code or of the machine."""
-    notebook = jupytext.read(lab)
-    key = hashlib.sha256(json.dumps([snippets.machine(), code(notebook)]).encode()).hexdigest()[:16]
-    stored = EXECUTED / f"{lab.stem}-{key}.ipynb"
-    if stored.is_file():
-        return nbformat.read(stored, as_version=4)
-    with tempfile.TemporaryDirectory(prefix="lab-kernel-") as sockets:
-        client = NotebookClient(notebook, timeout=CELL_TIMEOUT, kernel_name="python3",
-                                resources={"metadata": {"path": str(LABS)}}, config=transport(sockets))
-        try:
-            client.execute()
-        except CellExecutionError as error:
-            raise PluginError(f"lab {lab.relative_to(ROOT)} failed:\n{error}") from None
-    log.info(f"lab {lab.relative_to(ROOT)} executed")
-    EXECUTED.mkdir(parents=True, exist_ok=True)
-    for old in EXECUTED.glob(f"{lab.stem}-*.ipynb"):
-        old.unlink()
-    nbformat.write(notebook, stored)
-    return notebook
-
-
-def transport(sockets: str) -> Config:
-    """IPC: the kernel's sockets are files in ``sockets``, a folder only this user can open."""
-    if os.name != "posix":  # zmq's ipc:// needs Unix sockets
-        return Config()
-    return Config({"KernelManager": {"transport": "ipc", "ip": os.path.join(sockets, "kernel")}})
-
-
-def with_outputs(lab: Path, run: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """This language's notebook, with the English run's outputs cell by cell."""
-    notebook = jupytext.read(lab)
-    if code(notebook) != code(run):
-        raise PluginError(f"{lab.relative_to(ROOT)}: its code cells differ from the English lab's, "
-                          "whose one run both languages show")
-    ran = [cell for cell in run.cells if cell.cell_type == "code"]
-    for cell, done in zip((c for c in notebook.cells if c.cell_type == "code"), ran):
-        cell.outputs, cell.execution_count = done.outputs, done.execution_count
-    for number, cell in enumerate(notebook.cells):  # jupytext draws random ids; the
-        cell.id = f"cell-{number}"                  # render cache keys on the content
-    return notebook
-
-
-def write_notebooks():
-    """Run the English labs (one kernel per core) and write every language's notebook."""
-    english = sorted(p for p in LABS.glob("*.md") if p.name.count(".") == 1)
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        runs = dict(zip((p.stem for p in english), pool.map(execute, english)))
-    for lab in sorted(LABS.glob("*.md")):
-        target = OUT / ipynb_uri(lab)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        nbformat.write(with_outputs(lab, runs[lab.name.split(".")[0]]), target)
+    config.plugins["mkdocs-jupyter"].config["cache_dir"] = str(labs.CACHE / language(config))
 
 
 def on_files(files, config):
     if not config.plugins["i18n"].building:  # the first language's build: once per build
-        write_notebooks()
-    for lab in sorted(LABS.glob("*.md")):
-        files.append(File(ipynb_uri(lab), str(OUT), config.site_dir, config.use_directory_urls))
+        labs.write_notebooks()
+    for lab in sorted(labs.LABS.glob("*.md")):
+        files.append(File(labs.ipynb_uri(lab), str(labs.OUT), config.site_dir, config.use_directory_urls))
     return files
 
 
 @event_priority(10)  # before mkdocs-jupyter's on_pre_page, which renders page.file.abs_src_path
 def on_pre_page(page, config, files):
-    """A lab page is rendered from its notebook with outputs, not from the .md."""
-    if page.file.src_uri.startswith("labs/") and page.file.src_uri.endswith(".md"):
-        page.file.abs_src_path = str(OUT / ipynb_uri(Path(page.file.src_uri)))
+    if labs.is_lab(page.file.src_uri):
+        page.file.abs_src_path = str(labs.OUT / labs.ipynb_uri(Path(page.file.src_uri)))
     return page
 
 
 def on_page_content(html, page, config, files):
-    if not (page.file.src_uri.startswith("labs/") and page.file.src_uri.endswith(".md")):
+    if not labs.is_lab(page.file.src_uri):
         return html
-    name = page.file.src_uri.removeprefix("labs/").split(".")[0]
-    button = (f'<p><a class="md-button" href="{name}.ipynb" download>'
-              f"{BUTTON[language(config)]}</a></p>")
-    html = html.replace(CODE_CELL, CODE_CELL[:-1] + ' tabindex="0">')
-    label, done = COPY_WORDS[language(config)]
-    html = html.replace(COPY_BUTTON, f'<clipboard-copy aria-label="{label}"').replace(">Copied!<", f">{done}<")
-    html = heading_ids(page_links(html, page, files), page)
-    html = without_dead_loaders(external_css(html, page, config))
-    head, sep, rest = html.partition("</h1>")
-    return head + sep + button + rest if sep else button + html
-
-
-MD_HREF = re.compile(r'(?<=\s)href="([^":?#]+\.md)(#[^"]*)?"')
-
-
-def page_links(html: str, page, files) -> str:
-    """href="../practice/memory.md#x" -> the built page's URL, relative to this page."""
-    folder = posixpath.dirname(page.file.src_uri)
-
-    def url(match: re.Match) -> str:
-        path, anchor = html_lib.unescape(match.group(1)), match.group(2) or ""
-        target = None if path.startswith("/") else files.get_file_from_path(
-            posixpath.normpath(posixpath.join(folder, path)))
-        if target is None or not target.is_documentation_page():
-            log.warning(f"lab {page.file.src_uri} links '{path}', which is no page of the site")
-            return match.group(0)
-        return f'href="{html_lib.escape(target.url_relative_to(page.file))}{anchor}"'
-
-    return MD_HREF.sub(url, html)
-
-
-HEADING = re.compile(r'<h([1-6]) id="[^"]*">(.*?)<a class="anchor-link" href="#[^"]*">', re.S)
-
-
-def toc_ids(items) -> list[str]:
-    return [i for item in items for i in [item.id, *toc_ids(item.children)]]
-
-
-def heading_ids(html: str, page) -> str:
-    """Every heading's id (and its ¶ link) as the table of contents links it."""
-    ids = toc_ids(page.toc)
-    if len(ids) != len(HEADING.findall(html)):
-        log.warning(f"lab {page.file.src_uri}: {len(HEADING.findall(html))} headings, "
-                    f"{len(ids)} entries in its table of contents")
-        return html
-    order = iter(ids)
-
-    def heading(match: re.Match) -> str:
-        anchor = next(order)
-        return f'<h{match[1]} id="{anchor}">{match[2]}<a class="anchor-link" href="#{anchor}">'
-
-    return HEADING.sub(heading, html)
-
-
-STYLE = re.compile(r"<style[^>]*>(.*?)</style>\s*", re.S)
-MERMAID = re.compile(r'<script type="module">\s*document\.addEventListener\("DOMContentLoaded", '
-                     r'async \(\) => \{\s*const diagrams = document\.querySelectorAll\("\.jp-Mermaid.*?</script>\s*',
-                     re.S)
-MATHJAX = re.compile(r'<!-- Load mathjax -->\s*<script src="">\s*</script>.*?<!-- End of mathjax configuration -->',
-                     re.S)
-CHARSET = '@charset "UTF-8";'
-
-
-def external_css(html: str, page, config) -> str:
-    """Move the notebook's inline CSS into one hashed file under assets/jupyter/."""
-    blocks = [block.strip().replace(CHARSET, "") for block in STYLE.findall(html)]
-    if not blocks:
-        return html
-    classes = frozenset(" ".join(CLASS_ATTRIBUTE.findall(html)).split())
-    css = "\n".join([CHARSET] + [purge(block, classes & selector_classes(block)) for block in blocks])
-    uri = f"assets/jupyter/{hashlib.sha256(css.encode()).hexdigest()[:12]}.css"
-    target = Path(config.site_dir) / uri
-    if not target.is_file():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(css + "\n", encoding="utf-8")
-    link = f'<link rel="stylesheet" href="{get_relative_url(uri, page.url)}">\n'
-    first = STYLE.search(html).start()
-    return html[:first] + link + STYLE.sub("", html[first:])
-
-
-def without_dead_loaders(html: str) -> str:
-    html = MATHJAX.sub("", html)
-    return html if 'class="jp-Mermaid' in html else MERMAID.sub("", html)
-
-
-# --- leaving out the rules no notebook page can match ---------------------------------
-
-CLASS_ATTRIBUTE = re.compile(r'class="([^"]*)"')
-SELECTOR_CLASS = re.compile(r"\.(-?[_a-zA-Z][\w-]*)")
-NEGATION = re.compile(r":(?:not|is|where|has)\(")
-WORD = re.compile(r"[A-Za-z_][\w-]*")
-ROOT_INSIDE = re.compile(r"[\s>+~]\s*:root\b")  # `.a :root`: the root element has no ancestor
-
-
-@lru_cache(maxsize=1)
-def vocabulary() -> frozenset[str]:
-    """Every word of the templates and filters that write a notebook page, and Pygments' classes."""
-    import material
-    import mkdocs_jupyter
-    import nbconvert
-    from pygments.token import STANDARD_TYPES
-
-    sources = [Path(nbconvert.__file__).parent / "filters", Path(mkdocs_jupyter.__file__).parent,
-               Path(material.__file__).parent / "templates"]
-    words = set(STANDARD_TYPES.values())
-    for folder in sources:
-        for path in folder.rglob("*"):
-            if path.suffix in (".py", ".j2", ".html"):
-                words.update(WORD.findall(path.read_text(encoding="utf-8", errors="ignore")))
-    for folder in nbconvert_templates():
-        for path in folder.rglob("*.j2"):
-            words.update(WORD.findall(path.read_text(encoding="utf-8", errors="ignore")))
-    return frozenset(words)
-
-
-def nbconvert_templates() -> list[Path]:
-    from jupyter_core.paths import jupyter_path
-
-    return [Path(p) for p in jupyter_path("nbconvert", "templates") if Path(p).is_dir()]
-
-
-def without_negations(selector: str) -> str:
-    """'.a:not(.b) .c' -> '.a .c': a class inside :not() need not be present."""
-    while match := NEGATION.search(selector):
-        end, depth = match.end(), 1
-        while depth and end < len(selector):
-            depth += {"(": 1, ")": -1}.get(selector[end], 0)
-            end += 1
-        selector = selector[:match.start()] + selector[end:]
-    return selector
-
-
-@lru_cache(maxsize=16)
-def selector_classes(css: str) -> frozenset[str]:
-    """Every class the CSS mentions (a superset): only those of a page's classes matter."""
-    return frozenset(SELECTOR_CLASS.findall(css))
-
-
-def can_match(prelude, known: frozenset[str]) -> bool:
-    return any(all(c in known for c in SELECTOR_CLASS.findall(without_negations(selector)))
-               and not ROOT_INSIDE.search(selector)
-               for selector in tinycss2.serialize(prelude).split(","))
-
-
-def purged_rules(rules, known: frozenset[str]) -> list[str]:
-    kept = []
-    for rule in rules:
-        if rule.type == "qualified-rule":
-            if can_match(rule.prelude, known):
-                kept.append(tinycss2.serialize([rule]))
-        elif rule.type == "at-rule" and rule.lower_at_keyword in ("media", "supports") and rule.content:
-            inner = purged_rules(tinycss2.parse_rule_list(rule.content, skip_comments=True,
-                                                          skip_whitespace=True), known)
-            if inner:
-                kept.append(f"@{rule.at_keyword}{tinycss2.serialize(rule.prelude)}{{{''.join(inner)}}}")
-        elif rule.type == "at-rule" and rule.lower_at_keyword != "charset":
-            kept.append(tinycss2.serialize([rule]))
-    return kept
-
-
-@lru_cache(maxsize=16)  # the labs share their CSS: parse each block once per build
-def parsed(css: str) -> list:
-    return tinycss2.parse_stylesheet(css, skip_comments=True, skip_whitespace=True)
-
-
-@lru_cache(maxsize=16)  # and, nearly always, their classes
-def purge(css: str, classes: frozenset[str]) -> str:
-    kept = purged_rules(parsed(css), vocabulary() | classes)
-    last = {rule: i for i, rule in enumerate(kept)}
-    return "\n".join(rule for i, rule in enumerate(kept) if last[rule] == i)
+    return labs.page_html(html, page, files, config, language(config, page.file.src_uri))

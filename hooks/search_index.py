@@ -1,48 +1,15 @@
-"""The search index readers get: one per language, and Chinese terms kept whole.
+"""MkDocs adapter for the per-language search indexes (sitebuild/search_index.py says why)."""
 
-static-i18n merges every language into Material's single ``search/search_index.json``
-(its issue #271: Material reads the index from one fixed path). An English reader who
-searched "DataParallel" got Chinese pages among the first results, a Chinese reader
-got English ones first, and every page downloaded and indexed both languages (1.2 MB).
-
-After the last language is built, this hook splits the merged index: the default
-language keeps ``search/search_index.json``, each other language gets
-``<locale>/search/search_index.json`` with locations relative to ``<locale>/``.
-Material finds the index, and resolves result links, from the ``base`` of the page's
-``__config``; on a ``<locale>/`` page that base is rewritten to point at ``<locale>/``.
-``base`` also serves Material's version selector and instant navigation, which this
-site does not use.
-
-Chinese text reaches the index cut into words by jieba, but a reader's query is not
-cut: 「数据并行」 typed as one word found nothing called that, because jieba had indexed
-数据 and 并行. Every Chinese term of the glossary (tools/glossary.py) is therefore a
-word to jieba, so it is indexed whole and a query for it matches. Material's trailing
-wildcard still finds a term from its start (「自动」 finds 自动求导), not from its middle.
-"""
-
-from __future__ import annotations
-
-import json
-import re
-import sys
 from pathlib import Path
 
 from mkdocs.plugins import event_priority
-from mkdocs.utils import get_relative_url
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
-import glossary  # noqa: E402  (tools/glossary.py)
-
-CONFIG = re.compile(r'(<script id="__config" type="application/json">)(.*?)(</script>)', re.S)
+from sitebuild import search_index
+from sitebuild.language import prefix
 
 
 def on_config(config):
-    try:
-        import jieba  # what Material's search plugin segments Chinese with, when installed
-    except ImportError:
-        return
-    for term in glossary.chinese_terms():
-        jieba.add_word(term)
+    search_index.add_glossary_words()
 
 
 def on_post_page(output, page, config):
@@ -50,35 +17,11 @@ def on_post_page(output, page, config):
     i18n = config.plugins["i18n"]
     if i18n.is_default_language_build:
         return output
-    root = f"{i18n.current_language}/"
-
-    def rebase(match):
-        settings = json.loads(match.group(2))
-        settings["base"] = get_relative_url(root, page.url)
-        return match.group(1) + json.dumps(settings) + match.group(3)
-
-    return CONFIG.sub(rebase, output, count=1)
+    return search_index.rebased(output, prefix(i18n.current_language), page.url)
 
 
 @event_priority(-200)  # after static-i18n's on_post_build (-100) has merged the languages
 def on_post_build(config):
     i18n = config.plugins["i18n"]
-    if i18n.building:  # a nested build of one more language
-        return
-    site = Path(config.site_dir)
-    merged = json.loads((site / "search" / "search_index.json").read_text(encoding="utf-8"))
-    docs = {locale: [] for locale in i18n.build_languages}
-    for doc in merged["docs"]:
-        locale, _, rest = doc["location"].partition("/")
-        if locale in docs and locale != i18n.default_language:
-            docs[locale].append(dict(doc, location=rest))
-        else:
-            docs[i18n.default_language].append(doc)
-    for locale, own in docs.items():
-        default = locale == i18n.default_language
-        # English terms run through Chinese prose (names of APIs), so both pipelines.
-        lang = [i18n.default_language] + ([] if default else [locale])
-        index = dict(merged, config=dict(merged["config"], lang=lang), docs=own)
-        path = site / ("" if default else locale) / "search" / "search_index.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(index, ensure_ascii=False, separators=(",", ":")), encoding="utf-8")
+    if not i18n.building:  # not a nested build of one more language
+        search_index.split(Path(config.site_dir), i18n.default_language, list(i18n.build_languages))

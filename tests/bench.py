@@ -4,7 +4,7 @@ Writes bench-report.md (and prints it). A benchmark, not a test: it asserts noth
 it measures. Run it on an otherwise idle machine; CI's is 2 cores.
 
 ``python -m tests.bench [avx2|old-laptop|native]``: the build and the suite run with
-that CPU profile's variables (tools/snippets.py), AVX2-only by default, because
+that CPU profile's variables (sitebuild/snippets.py), AVX2-only by default, because
 CI's slowest host is an AVX2-only EPYC. The report starts with the real CPU and flags.
 
 1. clean build: every cache removed, so every snippet and notebook runs;
@@ -26,9 +26,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import snippets  # noqa: E402  (tools/snippets.py)
-from tests import lighthouse  # noqa: E402  (Lighthouse scores, `make lighthouse`)
+from sitebuild import snippets
+from tests import lighthouse  # Lighthouse scores, `make lighthouse`
 
 PROFILE = sys.argv[1] if len(sys.argv) > 1 else "avx2"
 ENV = dict(os.environ, NO_MKDOCS_2_WARNING="1", **snippets.CPU_PROFILES.get(PROFILE, {}))

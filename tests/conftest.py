@@ -17,15 +17,14 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT / "hooks"), str(ROOT / "tools")]
+from sitebuild import results, snippets
 
-import snippet_runner  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def pytest_configure(config):
     os.environ["SNIPPET_CACHE_DIR"] = tempfile.mkdtemp(prefix="snippet-cache-")
-    os.environ["LAB_CACHE_DIR"] = tempfile.mkdtemp(prefix="lab-cache-")  # hooks/notebooks.py
+    os.environ["LAB_CACHE_DIR"] = tempfile.mkdtemp(prefix="lab-cache-")  # sitebuild/labs.py
     os.environ["NO_MKDOCS_2_WARNING"] = "1"
 
 
@@ -105,12 +104,13 @@ def build(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def snippet_results(build):
-    return snippet_runner.run_all(snippet_runner.discover())
+    return results.run_all(snippets.discover())
 
 
 @pytest.fixture(scope="session")
 def site(build):
     proc, out, _ = build
     assert proc.returncode == 0, f"strict build failed:\n{proc.stderr[-4000:]}"
-    start_jobs(["test_pdf", "test_bad_input", "test_browser"], out)  # PDFs, broken copies, page checks
+    # PDFs, broken copies, page checks, the ProperDocs build
+    start_jobs(["test_pdf", "test_bad_input", "test_browser", "test_properdocs"], out)
     return out

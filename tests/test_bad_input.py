@@ -1,6 +1,6 @@
 """Bad input fails the strict build loudly, each fault in its own copy of the project.
 
-The seven builds start in the background as soon as the session's build is done
+The eight builds start in the background as soon as the session's build is done
 (``start``, from conftest.py), so that they reuse its snippet and lab caches. A
 build is single-threaded: side by side they keep both cores busy while the tests
 in between run, instead of one core for half a minute.
@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 from tests.conftest import ROOT, background, mkdocs_build
 
-COPIED = ["mkdocs.yml", "docs", "overrides", "snippets", "hooks", "tools", "records", ".cache/mkdocs-jupyter"]
+# `python -m mkdocs` in a copy imports the copy's own sitebuild: the working folder comes first
+# on sys.path, before the editable install of this checkout's package.
+COPIED = ["mkdocs.yml", "docs", "overrides", "snippets", "hooks", "sitebuild", "records", ".cache/mkdocs-jupyter"]
 FAULTS = {}  # name -> inject(project), which breaks a fresh copy of the project
 
 
@@ -68,6 +70,11 @@ def failing_lab_cell(project):
 @fault
 def malformed_record(project):
     (project / "records" / "nvidia-h200-2026-12-03.json").write_text('{"machine": {}', encoding="utf-8")
+
+
+@fault
+def package_of_another_copy(project):
+    shutil.rmtree(project / "sitebuild")  # so the import finds this checkout's package instead
 
 
 def build_with(name: str, project: Path) -> subprocess.CompletedProcess:
@@ -151,3 +158,8 @@ def test_failing_lab_cell_fails_the_build(builds):
 def test_malformed_record_fails_the_build(builds):
     log = failed(builds, "malformed_record")
     assert "records/nvidia-h200-2026-12-03.json: not valid JSON" in log
+
+
+def test_a_package_of_another_copy_fails_the_build(builds):
+    log = failed(builds, "package_of_another_copy")
+    assert f"sitebuild is imported from {ROOT}, not from" in log and "pip install --no-deps --editable ." in log

@@ -17,12 +17,12 @@ from pathlib import Path
 from urllib.parse import urljoin, urlsplit
 
 import pytest
-import records
-import snippet_runner
 from axe_playwright_python.async_playwright import Axe as AsyncAxe
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import async_playwright
 from playwright.sync_api import sync_playwright
+
+from sitebuild import output_blocks, records
 from tests.conftest import ROOT, background
 from tests.pages import en_pages, url_path
 
@@ -228,7 +228,7 @@ def test_language_switcher_lands_on_the_same_page(tab, server, path):
     ("en", "DataParallel", "multi_gpu/data_parallel/"),
 ])
 def test_search_finds_the_page(tab, server, lang, query, expected):
-    """The page comes first, and every result is in the reader's language (hooks/search_index.py)."""
+    """The page comes first, and every result is in the reader's language (sitebuild/search_index.py)."""
     tab.goto(server + ("zh/" if lang == "zh" else ""), wait_until="networkidle")
     tab.locator(".md-search__input").fill(query)  # all at once: no results for a partial query
     tab.keyboard.press("End")  # Material searches on key events; the IME-style fill needs one
@@ -274,11 +274,11 @@ def test_output_tabs_show_the_build_then_each_record(tab, server, lang):
     shown = [r for r in records.load() if r.status(path)[0] in ("current", "failed")]
     if not shown:
         pytest.skip(f"no record holds today's {path}: nothing to show beside the build")
-    labels = snippet_runner.LABELS[lang]
+    labels = output_blocks.LABELS[lang]
     tab.goto(server + ("zh/" if lang == "zh" else "") + "pytorch/tensors/", wait_until="networkidle")
     tabs = tab.locator(".tabbed-set").filter(has_text=labels["build"]).first
     names = [name.strip() for name in tabs.locator(".tabbed-labels label").all_inner_texts()]
-    assert names == [labels["build"]] + [snippet_runner.record_label(r) for r in shown]
+    assert names == [labels["build"]] + [output_blocks.record_label(r) for r in shown]
     tabs.locator(".tabbed-labels label").nth(1).click()
     provenance = tabs.locator(".tabbed-block").nth(1).locator(".snippet-provenance")
     assert provenance.inner_text().startswith(f"{labels['recorded']} {shown[0].machine['device']}")

@@ -5,7 +5,7 @@ import json
 import re
 
 import pytest
-import snippet_runner
+from sitebuild import snippets
 from tests.pages import en_pages, is_lab, outputs, url_path
 
 
@@ -28,7 +28,7 @@ def test_build_has_both_languages(site):
 
 def test_chinese_pages_label_their_controls_in_chinese(site):
     """Heading permalinks, the labs' copy buttons and the footer (hooks/material_fixes.py,
-    hooks/notebooks.py, overrides/partials/copyright.html)."""
+    sitebuild/labs.py, overrides/partials/copyright.html)."""
     for page in en_pages():
         zh = html_of(site, page, "zh")
         assert "本站由 <a" in zh, url_path(page, "zh")
@@ -49,7 +49,7 @@ def test_snippets_run_once_per_build(site):
     """The session's empty cache: every snippet ran, once, for both languages."""
     log = (site.parent / "build.log").read_text(encoding="utf-8")
     lines = re.findall(r"(\d+) snippets ran, (\d+) from cache", log)
-    assert lines == [(str(len(snippet_runner.discover())), "0")], log
+    assert lines == [(str(len(snippets.discover())), "0")], log
 
 
 def test_outputs_on_both_pages(site, snippet_results):
@@ -64,7 +64,7 @@ def test_outputs_on_both_pages(site, snippet_results):
 
 
 def test_each_language_has_its_own_search_index(site):
-    """hooks/search_index.py: every page of a language in its index, and nothing else."""
+    """sitebuild/search_index.py: every page of a language in its index, and nothing else."""
     for lang, index in (("en", "search"), ("zh", "zh/search")):
         data = json.loads((site / index / "search_index.json").read_text(encoding="utf-8"))
         indexed = {doc["location"].split("#")[0] for doc in data["docs"]}
@@ -74,7 +74,7 @@ def test_each_language_has_its_own_search_index(site):
 
 
 def test_each_lab_runs_once_and_both_languages_show_that_run(site):
-    """hooks/notebooks.py: one run per lab; each language's download carries its outputs."""
+    """sitebuild/labs.py: one run per lab; each language's download carries its outputs."""
     log = (site.parent / "build.log").read_text(encoding="utf-8")
     labs = sorted(p for p in en_pages() if is_lab(p))
     assert sorted(re.findall(r"lab (docs/labs/\S+) executed", log)) == [f"docs/labs/{p.name}" for p in labs]

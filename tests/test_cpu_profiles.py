@@ -33,7 +33,7 @@ from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
-import snippets
+from sitebuild import snippets
 from tests.conftest import ROOT, background
 
 PROFILES = snippets.CPU_PROFILES

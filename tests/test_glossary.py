@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 
 import pytest
-from glossary import GLOSS, GLOSSARY, glossary_rows
+from sitebuild.glossary import GLOSS, GLOSSARY, glossary_rows
 from tests.pages import DOCS, zh_pages
 from tests.zh_text import inline, prose, where
 

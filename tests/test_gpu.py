@@ -219,10 +219,12 @@ def test_an_xpu_build_is_named(machine, monkeypatch):
 # check_gpu.py as a whole on a broken machine, in a fresh interpreter: what torch
 # reports is faked (as above), the rest of the snippet and the doctor are real.
 BROKEN = r"""
-import json, runpy, sys, warnings
+import importlib.util, json, runpy, sys, warnings
 import torch
-sys.path.insert(0, sys.argv[2].rsplit("/", 1)[0])
-import gpu_doctor
+# the doctor, loaded from beside the snippet, is the module check_gpu.py will import
+spec = importlib.util.spec_from_file_location("gpu_doctor", sys.argv[2].rsplit("/", 1)[0] + "/gpu_doctor.py")
+gpu_doctor = sys.modules["gpu_doctor"] = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(gpu_doctor)
 
 case = sys.argv[1]
 torch.version.cuda = "13.0"

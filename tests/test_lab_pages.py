@@ -1,6 +1,6 @@
 """Lab pages stay light: JupyterLab's CSS is one shared file, not inlined in every page.
 
-hooks/notebooks.py moves mkdocs-jupyter's inline ``<style>`` blocks (about 590 KB)
+sitebuild/notebook_css.py moves mkdocs-jupyter's inline ``<style>`` blocks (about 590 KB)
 into ``assets/jupyter/<hash>.css`` (about 56 KB), without the rules no lab can
 match, and drops loaders that would fetch from a CDN or fetch nothing. Screenshots
 before and after were pixel-identical; the browser tests check the pages' axe

@@ -102,7 +102,7 @@ def test_every_internal_link_and_anchor_of_the_built_site(site, tmp_path):
 
 def test_home_pages_say_how_to_make_the_pdf(site):
     """make serve's and make build's site has no PDF: its home pages link none, and name
-    `make pdf` in their own language instead (hooks/print_page.py; SITE_PDF=1 links it)."""
+    `make pdf` in their own language instead (sitebuild/print_pages.py; SITE_PDF=1 links it)."""
     for lang, home in (("en", site / "index.html"), ("zh", site / "zh" / "index.html")):
         page = home.read_text(encoding="utf-8")
         assert not re.search(r'href="[^"]*\.pdf"', page), f"{lang}: a link to a PDF that this build has not made"

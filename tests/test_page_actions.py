@@ -1,4 +1,4 @@
-"""Page actions (hooks/page_actions.py): with REPO_URL, every page of both languages links its own
+"""Page actions (sitebuild/page_actions.py, hooks/page_actions.py): with REPO_URL, every page of both languages links its own
 source file and a prefilled issue form; without it, nothing is rendered and the build is unchanged.
 
 The session build runs with REPO_URL set, as the Pages workflow does (tests/conftest.py);
@@ -13,11 +13,11 @@ import re
 import subprocess
 from urllib.parse import parse_qs, urlsplit
 
-import page_actions  # hooks/ is on sys.path (tests/conftest.py)
-import snippets  # tools/snippets.py; tools/ is on sys.path (tests/conftest.py)
 from mkdocs.config import load_config
 from mkdocs.structure.files import File
 from mkdocs.structure.pages import Page
+
+from sitebuild import page_actions, snippets
 from tests.conftest import REPO_URL, ROOT
 from tests.pages import DOCS, en_pages, twin, url_path
 
@@ -99,14 +99,15 @@ def test_without_repo_url_nothing_is_rendered(monkeypatch, caplog):
     monkeypatch.delenv("REPO_URL", raising=False)
     config = load_config(str(ROOT / "mkdocs.yml"))
     assert config.repo_url is None
-    config = page_actions.on_config(config)
+    hook = config.plugins["hooks/page_actions.py"]  # MkDocs loads each hook as a plugin
+    config = hook.on_config(config)
     assert config.edit_uri is None
     with caplog.at_level(logging.WARNING):
         page = Page(None, File("pytorch/tensors.zh.md", str(DOCS), config.site_dir, True), config)
     assert page.edit_url is None  # Material renders no edit or view link
     assert not caplog.records, [r.getMessage() for r in caplog.records]  # strict would fail on one
     rendered = '<html><article class="md-content__inner md-typeset"><h1>T</h1></article></html>'
-    assert page_actions.on_post_page(rendered, page, config) == rendered
+    assert hook.on_post_page(rendered, page, config) == rendered
 
 
 def test_the_pages_workflow_sets_repo_url():

@@ -1,4 +1,4 @@
-"""The PDFs of `make pdf` (tools/pdf.py): one per language, every page in nav order, no boxes.
+"""The PDFs of `make pdf` (sitebuild/pdf.py): one per language, every page in nav order, no boxes.
 
 Both languages are printed once per session from the session's build (about 16 s on
 2 cores), then read back with pdftotext, pdfinfo and pdffonts (poppler-utils). The
@@ -13,11 +13,10 @@ import sys
 from concurrent.futures import Future, wait
 
 import pytest
+from sitebuild import pdf, print_pages
 from tests.conftest import JOBS, ROOT, background
 from tests.pages import DOCS, headings, outputs, twin
 
-sys.path.insert(0, str(ROOT / "tools"))
-import pdf  # noqa: E402  (tools/pdf.py)
 
 NAV_ENTRY = re.compile(r"^\s+- (?:[^:\n]+: )?([\w/]+\.md)\s*$", re.M)
 SENTENCE_PAGE = DOCS / "pytorch" / "autograd.zh.md"
@@ -103,16 +102,15 @@ def test_fonts_embedded_and_chinese_in_noto_cjk(pdfs):
     assert pdf.CJK_PDF_NAME in pdf.embedded_names(pdfs["zh"][0])
 
 
-def test_offered_on_each_home_page(site, pdfs):
+def test_offered_on_each_home_page(site, pdfs, monkeypatch):
     """A build told that its PDFs will be made (SITE_PDF=1: make pdf) links each from its home
-    page, where tools/pdf.py writes it. This session's build, like make serve's, has no
+    page, where sitebuild/pdf.py writes it. This session's build, like make serve's, has no
     PDF and says so instead (tests/test_links.py)."""
-    import print_page  # hooks/print_page.py
-
     for lang, url in (("en", ""), ("zh", "zh/")):
         home = site / url / "index.html"
         assert home.is_file()
-        link = print_page.download(lang, url, with_pdf=True)
+        monkeypatch.setenv(print_pages.PDF_ENV, "1")
+        link = print_pages.with_download(print_pages.MARKER, lang, url)
         href = re.search(r'<a class="md-button" href="([^"]+\.pdf)" download>', link)
         assert href and (home.parent / href.group(1)).resolve() == pdfs[lang][0].resolve()
 

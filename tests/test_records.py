@@ -3,10 +3,10 @@
 import json
 import shutil
 
+import markdown
 import pytest
-import records
-import snippet_runner
-import snippets
+
+from sitebuild import output_blocks, records, snippets
 from tests.conftest import ROOT
 from tests.test_build import html_of, visible_text
 from tests.pages import DOCS, en_pages, outputs
@@ -100,29 +100,28 @@ def test_status_follows_the_sources(tmp_path, monkeypatch):
 
 
 @pytest.fixture
-def fake_records(monkeypatch):
-    """Three records for tensors.py: current, failed, stale; and a build of two snippets."""
-    ours = {path: snippets.Result(path, 0, f"this build: {path}\n", "", 1.0, 120, {
+def fake_build():
+    """Three records for tensors.py (current, failed, stale), and a build of two snippets."""
+    ours = [snippets.Result(path, 0, f"this build: {path}\n", "", 1.0, 120, {
         "device": "cpu: Test CPU", "torch": "2.13.0+cpu", "python": "3.11.7"})
-        for path in ("snippets/pytorch/tensors.py", "snippets/pytorch/nn.py")}
-    monkeypatch.setattr(snippet_runner, "_results", ours)
+        for path in ("snippets/pytorch/nn.py", "snippets/pytorch/tensors.py")]
     path = "snippets/pytorch/tensors.py"
     made = [records.Record(f"r{i}", {**MACHINE, "device": device}, "2026-12-03", {path: e})
             for i, (device, e) in enumerate([
                 ("GPU A", entry(stdout="from GPU A\n")),
                 ("GPU B", entry(returncode=1)),
                 ("GPU C", {**entry(stdout="from GPU C\n"), "sources": {path: "0" * 64}})])]
-    monkeypatch.setattr(snippet_runner, "_records", made)
-    return ours[path]
+    return ours, made
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
-def test_output_tabs_show_current_and_failed_records_only(fake_records, lang):
-    labels = snippet_runner.LABELS[lang]
-    block = snippet_runner.output_block(fake_records, labels)
+def test_output_tabs_show_current_and_failed_records_only(fake_build, lang):
+    ours, made = fake_build
+    labels = output_blocks.LABELS[lang]
+    block = output_blocks.output_block(ours[1], labels, made)
     tabs = [line for line in block.splitlines() if line.startswith("=== ")]
     assert tabs == [f'=== "{labels["build"]}"', '=== "GPU A · 2026-12-03"', '=== "GPU B · 2026-12-03"']
-    assert block.index(fake_records.stdout.strip().splitlines()[0]) < block.index("from GPU A")
+    assert block.index("this build: snippets/pytorch/tensors.py") < block.index("from GPU A")
     assert "from GPU C" not in block and f"{labels['failed']} 1" in block
     assert "RuntimeError: CUDA error: injected" in block
     assert (f"{labels['recorded']} GPU A · torch 2.11.0+cu130 · CUDA 13.0 · "
@@ -130,15 +129,37 @@ def test_output_tabs_show_current_and_failed_records_only(fake_records, lang):
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
-def test_verified_on_matrix_has_a_column_per_record(fake_records, lang):
-    labels = snippet_runner.LABELS[lang]
-    table = snippet_runner.provenance_table(labels)
+def test_verified_on_matrix_has_a_column_per_record(fake_build, lang):
+    ours, made = fake_build
+    labels = output_blocks.LABELS[lang]
+    table = output_blocks.provenance_table(ours, labels, made)
     row = next(line for line in table.splitlines() if line.startswith("| `snippets/pytorch/tensors.py`"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[2:] == ["✓", "✗ (1)", f"{labels['stale']} (2026-12-03; {labels['changed']}{labels['colon']}"
                                          "`snippets/pytorch/tensors.py`)"]
     other = next(line for line in table.splitlines() if line.startswith("| `snippets/pytorch/nn.py`"))
     assert other.count(labels["missing"]) == 3
+
+
+EXTENSIONS = ["sitebuild.output_blocks", "attr_list", "pymdownx.superfences", "pymdownx.tabbed"]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_markdown_extension_renders_an_output_line_alone(snippet_results, lang):
+    """Python-Markdown with the extension, no MkDocs: what ProperDocs or Zensical would run."""
+    path = "snippets/pytorch/tensors.py"
+    html = markdown.markdown(f"Text.\n\n<!-- output: {path} -->\n", extensions=EXTENSIONS,
+                             extension_configs={"sitebuild.output_blocks": {"language": lang}})
+    assert f'{output_blocks.LABELS[lang]["output"]} · {path}' in html
+    assert snippet_results[path].stdout.strip().splitlines()[0].split()[0] in html
+    assert 'class="snippet-provenance"' in html and "<!-- output:" not in html
+
+
+def test_the_markdown_extension_refuses_what_it_cannot_show():
+    with pytest.raises(output_blocks.SnippetError, match="no snippet 'snippets/nowhere.py'"):
+        markdown.markdown("<!-- output: snippets/nowhere.py -->", extensions=EXTENSIONS)
+    with pytest.raises(output_blocks.SnippetError, match="language 'fr'"):
+        markdown.markdown("x", extensions=EXTENSIONS, extension_configs={"sitebuild.output_blocks": {"language": "fr"}})
 
 
 def test_built_pages_show_each_current_record(site):

@@ -76,3 +76,55 @@ def test_makefile_and_workflow_state_the_same_floor():
     workflow = (ROOT / ".github" / "workflows" / "pages.yml").read_text(encoding="utf-8")
     minor = ".".join(floor.split(".")[:2])  # python:3.11-bookworm: the latest 3.11, at or above the floor
     assert CONTAINER.findall(workflow) == [minor], "CI runs in a container of the floor's minor version"
+
+
+# --- the build engine: MkDocs 1.x with Material, and the package without sys.path edits ---
+
+def engine_problems(version) -> list[str]:
+    """What keeps this site from building, as what to install; ``version(name)`` as metadata's."""
+    pins = {r.name: str(r) for r in pinned()}
+    found = []
+    try:
+        mkdocs = version("mkdocs")
+        if not mkdocs.startswith("1."):
+            found.append(f"mkdocs {mkdocs} is installed, but this site builds with MkDocs 1.x: MkDocs 2 has "
+                         f"no plugins, hooks or mkdocs.yml. Install {pins['mkdocs']} (pip install -r requirements.txt)")
+    except metadata.PackageNotFoundError:
+        found.append(f"mkdocs is missing: install {pins['mkdocs']} (pip install -r requirements.txt)")
+    try:
+        version("mkdocs-material")
+    except metadata.PackageNotFoundError:
+        found.append(f"Material for MkDocs is missing: install {pins['mkdocs-material']} "
+                     "(pip install -r requirements.txt)")
+    return found
+
+
+def test_the_build_engine_is_mkdocs_1_with_material():
+    assert not engine_problems(metadata.version), "\n".join(engine_problems(metadata.version))
+
+
+def test_a_wrong_engine_is_named_with_what_to_install():
+    def fake(versions):
+        def version(name):
+            if name not in versions:
+                raise metadata.PackageNotFoundError(name)
+            return versions[name]
+        return version
+
+    (mkdocs_2,) = engine_problems(fake({"mkdocs": "2.0.0", "mkdocs-material": "9.8.2"}))
+    assert "mkdocs 2.0.0 is installed" in mkdocs_2 and "mkdocs==1.6.1" in mkdocs_2
+    (no_material,) = engine_problems(fake({"mkdocs": "1.6.1"}))
+    assert "Material for MkDocs is missing" in no_material and "mkdocs-material==" in no_material
+
+
+SYS_PATH_EDIT = re.compile(r"sys\.path(\.insert|\.append|\.extend|\[[^\]]*\]\s*=|\s*\+=)")
+
+
+def test_no_code_edits_sys_path():
+    """The site's machinery is one installed package (pyproject.toml); nothing reaches it by path."""
+    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "*.py"],
+                            cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    edits = [f"{name}:{n}" for name in listed if (ROOT / name).is_file()  # not one deleted since
+             for n, line in enumerate((ROOT / name).read_text(encoding="utf-8").splitlines(), 1)
+             if SYS_PATH_EDIT.search(line)]
+    assert not edits, edits

@@ -1,19 +1,19 @@
 """Every snippet runs to the end and its asserts pass: one test per snippet."""
 
 import pytest
-import snippet_runner
-import snippets
 
-SNIPPETS = snippet_runner.discover()
+from sitebuild import results, snippets
+
+SNIPPETS = snippets.discover()
 
 
 def test_snippets_exist():
     assert SNIPPETS, "no snippet found under snippets/"
 
 
-@pytest.mark.parametrize("path", SNIPPETS, ids=snippet_runner.relative)
+@pytest.mark.parametrize("path", SNIPPETS, ids=snippets.relative)
 def test_snippet_runs(path, snippet_results):
-    result = snippet_results[snippet_runner.relative(path)]
+    result = snippet_results[snippets.relative(path)]
     assert result.ok, result.failure()
     assert result.stdout.strip(), f"{result.path} printed nothing for its page"
 
@@ -26,12 +26,12 @@ def test_cache_key_follows_content(tmp_path, monkeypatch):
     helper.write_text("X = 1\n")
     snippet = tmp_path / "demo.py"
     snippet.write_text("import _helper\nprint(_helper.X)\n")
-    first = snippet_runner.cache_key(snippet)
-    assert snippet_runner.cache_key(snippet) == first
+    first = results.cache_key(snippet)
+    assert results.cache_key(snippet) == first
     helper.write_text("X = 2\n")
-    second = snippet_runner.cache_key(snippet)
+    second = results.cache_key(snippet)
     snippet.write_text("import _helper\nprint(_helper.X + 1)\n")
-    assert len({first, second, snippet_runner.cache_key(snippet)}) == 3
+    assert len({first, second, results.cache_key(snippet)}) == 3
 
 
 def test_options_are_read(tmp_path):

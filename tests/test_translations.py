@@ -1,7 +1,7 @@
 """Every Chinese page records the English prose it translates, and that prose is current.
 
 The failure cases run on a copy of two page pairs (a page and a lab) in a fresh git
-repository under tmp_path, so the real tree is never touched. tools/translations.py
+repository under tmp_path, so the real tree is never touched. sitebuild/translations.py
 defines what counts as prose and how the stamp is kept.
 """
 
@@ -11,10 +11,9 @@ import sys
 
 import jupytext
 import pytest
+from sitebuild import translations
 from tests.conftest import ROOT
 
-sys.path.insert(0, str(ROOT / "tools"))
-import translations  # noqa: E402  (tools/translations.py)
 
 PAGE, LAB = "docs/pytorch/tensors.zh.md", "docs/labs/autograd.zh.md"
 GIT = ["git", "-c", "user.name=test", "-c", "user.email=test@example.invalid", "-c", "commit.gpgsign=false"]

@@ -1,7 +1,7 @@
 """The glossary, docs/glossary.zh.md: one Chinese term per English one, and the variants to avoid.
 
 Read by tests/test_glossary.py (no avoided variant in the Chinese prose) and by
-hooks/search_index.py (the Chinese terms are whole words to the search index).
+sitebuild/search_index.py (the Chinese terms are whole words to the search index).
 """
 
 from __future__ import annotations

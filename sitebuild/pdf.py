@@ -1,8 +1,8 @@
 """`make pdf`: print each language's print page to a PDF, and refuse one with missing glyphs.
 
-    python tools/pdf.py [SITE_DIR]      # default: site (run `make build` first)
+    python -m sitebuild.pdf [SITE_DIR]  # default: site (run `make build` first)
 
-hooks/print_page.py writes ``pdf/print.html`` and ``zh/pdf/print.html`` into every
+sitebuild/print_pages.py writes ``pdf/print.html`` and ``zh/pdf/print.html`` into every
 build: the provenance page, the contents, then every page in nav order. This prints
 them to ``pdf/pytorch-gpu-en.pdf`` and ``zh/pdf/pytorch-gpu-zh.pdf``.
 
@@ -40,7 +40,7 @@ CHROMIUM = "/usr/bin/chromium"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--no-first-run"]
 LANGS = ("en", "zh")
-CJK_FONT = "Noto Sans CJK SC"  # named by hooks/print_page.py's print CSS
+CJK_FONT = "Noto Sans CJK SC"  # named by sitebuild/print_pages.py's print CSS
 CJK_PDF_NAME = "NotoSansCJKsc-Regular"  # its PostScript name, as embedded
 FOOTER = ('<div style="width:100%;font-size:8px;color:#555;text-align:center;">'
           '<span class="pageNumber"></span> / <span class="totalPages"></span></div>')

@@ -2,7 +2,7 @@
 
     make translations                      # stale, missing or unknown stamps, with the English diff
     make translated PAGE=docs/x/y.zh.md    # after updating the translation: record the English it follows
-    python tools/translations.py check     # the list only (tests/test_translations.py runs the same check)
+    python -m sitebuild.translations check  # the list only (tests/test_translations.py runs the same check)
 
 Every Chinese page carries, in its YAML front matter, two keys::
 

@@ -1,7 +1,8 @@
 """Hardware records: every snippet run on one machine, kept as ``records/<machine>.json``.
 
-    python3 tools/records.py     # needs only Python and the snippets' own imports
-    make record                  # the same, with the project's .venv
+    python3 -m sitebuild.records   # from the repository root: needs only Python and
+                                   # the snippets' own imports (no mkdocs, no venv)
+    make record                    # the same, with the project's .venv
 
 Each snippet runs as a reader runs it (``python snippets/<x>/<y>.py``, its timeout,
 every core), one after the other. A failing snippet is kept with its return code and
@@ -26,14 +27,12 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import sys
 import tempfile
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import snippets  # noqa: E402  (tools/snippets.py)
+from sitebuild import snippets
 
 RECORDS = snippets.ROOT / "records"
 FIGURE_LIMIT = 200_000  # bytes; larger figures are left out

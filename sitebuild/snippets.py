@@ -1,8 +1,8 @@
 """Find the snippets and run one as a reader would: ``python snippets/<x>/<y>.py``.
 
-Standard library only, so that ``tools/records.py`` can record a machine that has
-Python and the snippets' own imports (torch, numpy, ...) but no mkdocs and no venv.
-The build's hook (``hooks/snippet_runner.py``) and the tests use the same functions.
+Standard library only, so that ``python3 -m sitebuild.records`` can record a machine
+that has Python and the snippets' own imports (torch, numpy, ...) but no mkdocs and no
+venv. The build (``sitebuild/results.py``) and the tests use the same functions.
 
 A snippet may carry a line ``# snippet: timeout=300 serial``: its timeout in seconds
 (default 120) and ``serial``, which the build honours by running it alone.

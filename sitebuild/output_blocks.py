@@ -1,0 +1,191 @@
+"""The output blocks: a Python-Markdown extension, so that any engine that runs Python-Markdown
+(MkDocs, ProperDocs, Zensical) renders a page's real outputs.
+
+A page shows code with a pymdownx.snippets include inside a titled fence, and the
+output of the whole script with one line of its own::
+
+    ```python title="snippets/pytorch/tensors.py"
+    --8<-- "snippets/pytorch/tensors.py:create"
+    ```
+    <!-- output: snippets/pytorch/tensors.py -->
+
+That line becomes this build's output and provenance, followed by one tab per
+hardware record (``records/*.json``, see sitebuild/records.py) whose entry for the
+snippet is current; ``<!-- snippet-provenance -->`` becomes the "Verified on" matrix.
+The results come from ``sitebuild.results``: read from its disk cache, or run on
+first use. A failed snippet stops the page with its stderr.
+
+Configured in mkdocs.yml under ``markdown_extensions`` as ``sitebuild.output_blocks``; its one
+option, ``language`` (``en`` or ``zh``), names the language of the labels. Python-Markdown
+tells an extension nothing about the page it renders, so the MkDocs adapter
+(hooks/snippet_runner.py) sets it per page; an engine without that hook gets English labels.
+
+Why not markdown-exec: static-i18n builds the site once per language, and markdown-exec
+runs code in the build's process while each page renders, so every example would run
+twice per build, share one interpreter's global state (torch threads, seeds,
+multiprocessing), and run again on every prose-only rebuild.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from markdown import Extension
+from markdown.preprocessors import Preprocessor
+
+from sitebuild import records, results, snippets
+from sitebuild.snippets import ROOT, Result
+
+OUTPUT_LINE = "<!-- output: "
+PROVENANCE_LINE = "<!-- snippet-provenance -->"
+PRIORITY = 40  # before every other preprocessor: pymdownx.snippets (32) and the HTML stash (20)
+LABELS = {
+    "en": {"output": "Output", "ran": "Ran in this build on", "no_output": "(no output)",
+           "build": "This build", "recorded": "Recorded on", "failed": "Failed: exit code",
+           "snippet": "Snippet", "current": "✓", "stale": "stale", "missing": "not recorded",
+           "changed": "changed since", "driver": "driver", "colon": ": "},
+    "zh": {"output": "输出", "ran": "本次构建实际运行于", "no_output": "（无输出）",
+           "build": "本次构建", "recorded": "记录于", "failed": "运行失败：退出码",
+           "snippet": "示例", "current": "✓", "stale": "已过期", "missing": "未记录",
+           "changed": "此后改动的文件", "driver": "驱动", "colon": "："},
+}
+
+
+class SnippetError(RuntimeError):
+    """An output line that names no snippet, or a snippet that failed."""
+
+
+def records_now() -> list[records.Record]:
+    """The committed records, read again only when a record file changed."""
+    files = tuple((f.name, f.stat().st_mtime_ns) for f in sorted(records.RECORDS.glob("*.json")))
+    return _records(files)
+
+
+@lru_cache(maxsize=4)
+def _records(files: tuple) -> list[records.Record]:
+    return records.load()
+
+
+def result(path: str) -> Result:
+    file = ROOT / path
+    if not (path.startswith("snippets/") and file.is_file()) or file.name.startswith("_"):
+        raise SnippetError(f"no snippet '{path}' for its output line")
+    found = results.run(file)
+    if not found.ok:
+        raise SnippetError(found.failure())
+    return found
+
+
+# --- the blocks ---------------------------------------------------------------------------
+
+def text_block(text: str, title: str) -> str:
+    fence = "````" if "```" in text else "```"
+    return f'{fence}text title="{title}"\n{text}\n{fence}'
+
+
+def record_label(rec: records.Record) -> str:
+    return f"{rec.machine['device']} · {rec.recorded}"
+
+
+def record_provenance(rec: records.Record, labels: dict) -> str:
+    m = rec.machine
+    return (f"{labels['recorded']} {m['device']} · torch {m['torch']} · CUDA {m['cuda'] or '—'} · "
+            f"{labels['driver']} {m['driver'] or '—'} · {rec.recorded}")
+
+
+def build_provenance(found: Result, labels: dict) -> str:
+    env = found.env
+    return f"{labels['ran']} {env['device']} · torch {env['torch']} · Python {env['python']} · {found.ran_on}"
+
+
+def record_tab(rec: records.Record, path: str, labels: dict) -> str:
+    """A current record entry as tab content: its output, or its failure."""
+    entry = rec.snippets[path]
+    if entry["returncode"] == 0:
+        body = text_block(entry["stdout"].rstrip() or labels["no_output"], f"{labels['output']} · {path}")
+    else:
+        body = (f"**{labels['failed']} {entry['returncode']}**\n\n"
+                + text_block(entry["stderr_tail"].rstrip() or "(empty)", f"stderr · {path}"))
+    return f"{body}\n\n{record_provenance(rec, labels)}\n{{: .snippet-provenance }}"
+
+
+def output_block(found: Result, labels: dict, recs: list[records.Record]) -> str:
+    """This build's output first; then one tab per record whose entry is current or failed."""
+    ours = (text_block(found.stdout.rstrip() or labels["no_output"], f"{labels['output']} · {found.path}")
+            + f"\n\n{build_provenance(found, labels)}\n{{: .snippet-provenance }}")
+    shown = [r for r in recs if r.status(found.path)[0] in ("current", "failed")]
+    if not shown:
+        return ours + "\n"
+    tabs = [(labels["build"], ours)] + [(record_label(r), record_tab(r, found.path, labels)) for r in shown]
+    return "\n".join(f'=== "{label}"\n\n' + indent(body) + "\n" for label, body in tabs)
+
+
+def indent(text: str) -> str:
+    return "\n".join(("    " + line) if line else "" for line in text.split("\n"))
+
+
+def matrix_cell(rec: records.Record, path: str, labels: dict) -> str:
+    state, changed = rec.status(path)
+    if state == "stale":
+        files = ", ".join(f"`{f}`" for f in changed)
+        return f"{labels['stale']} ({rec.recorded}; {labels['changed']}{labels['colon']}{files})"
+    if state == "failed":
+        return f"✗ ({rec.snippets[path]['returncode']})"
+    return labels["current"] if state == "current" else labels["missing"]
+
+
+def provenance_table(found: list[Result], labels: dict, recs: list[records.Record]) -> str:
+    """Rows are snippets; columns are this build and each record."""
+    head = [labels["snippet"], labels["build"]] + [record_label(r) for r in recs]
+    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in sorted(found, key=lambda r: r.path):
+        cells = [f"`{r.path}`", f"✓ {r.seconds:.1f} s"] + [matrix_cell(rec, r.path, labels) for rec in recs]
+        rows.append("| " + " | ".join(cells) + " |")
+    env = found[0].env
+    build = f"{labels['build']}{labels['colon']}{env['device']} · torch {env['torch']} · Python {env['python']}"
+    lines = [f"- {build}"] + [f"- {record_provenance(rec, labels)} (`records/{rec.name}.json`)" for rec in recs]
+    return "\n".join(lines) + "\n\n" + "\n".join(rows)
+
+
+def rendered(markdown: str, lang: str) -> str:
+    """The page's Markdown with every output line and the matrix line filled in."""
+    labels = LABELS[lang]
+    lines = []
+    for line in markdown.split("\n"):
+        stripped = line.strip()
+        if stripped.startswith(OUTPUT_LINE) and stripped.endswith("-->"):
+            path = stripped.removeprefix(OUTPUT_LINE).removesuffix("-->").strip()
+            lines.append(output_block(result(path), labels, records_now()))
+        elif stripped == PROVENANCE_LINE:
+            found = [result(snippets.relative(p)) for p in snippets.discover()]
+            lines.append(provenance_table(found, labels, records_now()))
+        else:
+            lines.append(line)
+    return "\n".join(lines)
+
+
+# --- Python-Markdown ----------------------------------------------------------------------
+
+class OutputPreprocessor(Preprocessor):
+    def __init__(self, md, lang: str):
+        super().__init__(md)
+        self.lang = lang
+
+    def run(self, lines: list[str]) -> list[str]:
+        return rendered("\n".join(lines), self.lang).split("\n")
+
+
+class OutputExtension(Extension):
+    def __init__(self, **kwargs):
+        self.config = {"language": ["en", "the labels' language: " + " or ".join(LABELS)]}
+        super().__init__(**kwargs)
+
+    def extendMarkdown(self, md):
+        lang = self.getConfig("language")
+        if lang not in LABELS:
+            raise SnippetError(f"sitebuild.output_blocks: language '{lang}' is not one of {', '.join(LABELS)}")
+        md.preprocessors.register(OutputPreprocessor(md, lang), "snippet_outputs", PRIORITY)
+
+
+def makeExtension(**kwargs):
+    return OutputExtension(**kwargs)

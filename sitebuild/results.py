@@ -1,0 +1,83 @@
+"""Snippet results, kept on disk by the hash of their sources and of the machine.
+
+A result is computed once per change of a snippet (or of a local module it imports)
+and of the machine, in its own process group with its timeout, and read back from
+``.cache/snippets/<key>/`` (or ``$SNIPPET_CACHE_DIR``) by every build and every
+engine after that. Failures are never written to disk, so the next build runs a
+failed snippet again; within one process each key is run at most once.
+Standard library only, like ``sitebuild.snippets``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict
+from pathlib import Path
+
+from sitebuild import snippets
+from sitebuild.snippets import ROOT, Result, options
+
+FORMAT = 2  # bump when the cached result's layout changes
+_memo: dict[tuple[str, str], Result] = {}  # (cache folder, key) -> this process's result
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("SNIPPET_CACHE_DIR", ROOT / ".cache" / "snippets"))
+
+
+def cache_key(path: Path) -> str:
+    """The machine and the sources' hashes: the same hashes a hardware record keeps."""
+    key = [FORMAT, snippets.machine(), snippets.source_hashes(path)]
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def run(path: Path, threads: int | None = None) -> Result:
+    """The snippet's result: from this process, from the disk cache, else a fresh run.
+
+    ``threads`` caps torch's intra-op threads (OMP_NUM_THREADS) unless the caller's
+    environment already sets them.
+    """
+    key = cache_key(path)
+    memo = (str(cache_dir()), key)
+    if memo not in _memo:
+        _memo[memo] = stored(key) or execute(path, key, threads)
+    return _memo[memo]
+
+
+def stored(key: str) -> Result | None:
+    file = cache_dir() / key / "result.json"
+    if not file.is_file():
+        return None
+    return Result(**{**json.loads(file.read_text(encoding="utf-8")), "cached": True})
+
+
+def execute(path: Path, key: str, threads: int | None) -> Result:
+    env = {"OMP_NUM_THREADS": str(threads)} if threads and "OMP_NUM_THREADS" not in os.environ else {}
+    entry = cache_dir() / key
+    with tempfile.TemporaryDirectory() as tmp:
+        result = snippets.execute(path, snippets.output_dir(Path(tmp) / "generated", path), env)
+        if result.ok:
+            (Path(tmp) / "result.json").write_text(json.dumps(asdict(result), indent=1), encoding="utf-8")
+            entry.parent.mkdir(parents=True, exist_ok=True)
+            shutil.rmtree(entry, ignore_errors=True)
+            shutil.copytree(tmp, entry)
+    return result
+
+
+def run_all(paths: list[Path]) -> dict[str, Result]:
+    """Run snippets one per core, each with one thread, then the serial ones alone.
+
+    Two torch processes with two threads each on two cores slowed small snippets
+    several times over; serial snippets (timings) get every core.
+    """
+    parallel = [p for p in paths if not options(p)[1]]
+    serial = [p for p in paths if options(p)[1]]
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        results = list(pool.map(lambda p: run(p, threads=1), parallel))
+    results += [run(p) for p in serial]
+    return {r.path: r for r in results}

@@ -1,0 +1,74 @@
+"""The search index readers get: one per language, and Chinese terms kept whole.
+
+static-i18n merges every language into Material's single ``search/search_index.json``
+(its issue #271: Material reads the index from one fixed path). An English reader who
+searched "DataParallel" got Chinese pages among the first results, a Chinese reader
+got English ones first, and every page downloaded and indexed both languages (1.2 MB).
+
+After the last language is built, ``split`` divides the merged index: the default
+language keeps ``search/search_index.json``, each other language gets
+``<locale>/search/search_index.json`` with locations relative to ``<locale>/``.
+Material finds the index, and resolves result links, from the ``base`` of the page's
+``__config``; on a ``<locale>/`` page that base is rewritten to point at ``<locale>/``.
+``base`` also serves Material's version selector and instant navigation, which this
+site does not use.
+
+Chinese text reaches the index cut into words by jieba, but a reader's query is not
+cut: 「数据并行」 typed as one word found nothing called that, because jieba had indexed
+数据 and 并行. Every Chinese term of the glossary (sitebuild/glossary.py) is therefore a
+word to jieba, so it is indexed whole and a query for it matches. Material's trailing
+wildcard still finds a term from its start (「自动」 finds 自动求导), not from its middle.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from mkdocs.utils import get_relative_url
+
+from sitebuild import glossary
+
+CONFIG = re.compile(r'(<script id="__config" type="application/json">)(.*?)(</script>)', re.S)
+
+
+def add_glossary_words():
+    """Every Chinese glossary term becomes a word to jieba, when it is installed."""
+    try:
+        import jieba  # what Material's search plugin segments Chinese with
+    except ImportError:
+        return
+    for term in glossary.chinese_terms():
+        jieba.add_word(term)
+
+
+def rebased(output: str, root: str, page_url: str) -> str:
+    """The page's ``__config`` with its base at ``root`` (its language's root)."""
+
+    def rebase(match):
+        settings = json.loads(match.group(2))
+        settings["base"] = get_relative_url(root, page_url)
+        return match.group(1) + json.dumps(settings) + match.group(3)
+
+    return CONFIG.sub(rebase, output, count=1)
+
+
+def split(site: Path, default: str, locales: list[str]):
+    """Material's merged index, one per language: ``search/`` and ``<locale>/search/``."""
+    merged = json.loads((site / "search" / "search_index.json").read_text(encoding="utf-8"))
+    docs = {locale: [] for locale in locales}
+    for doc in merged["docs"]:
+        locale, _, rest = doc["location"].partition("/")
+        if locale in docs and locale != default:
+            docs[locale].append(dict(doc, location=rest))
+        else:
+            docs[default].append(doc)
+    for locale, own in docs.items():
+        is_default = locale == default
+        # English terms run through Chinese prose (names of APIs), so both pipelines.
+        lang = [default] + ([] if is_default else [locale])
+        index = dict(merged, config=dict(merged["config"], lang=lang), docs=own)
+        path = site / ("" if is_default else locale) / "search" / "search_index.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(index, ensure_ascii=False, separators=(",", ":")), encoding="utf-8")
