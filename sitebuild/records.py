@@ -3,6 +3,11 @@
     python3 -m sitebuild.records   # from the repository root: needs only Python and
                                    # the snippets' own imports (no mkdocs, no venv)
     make record                    # the same, with the project's .venv
+    python3 -m sitebuild.records --out DIR --budget 480
+                                   # a lent machine: the record and failures.txt in DIR,
+                                   # and only what fits in 480 s (what does not is left out)
+    python3 -m sitebuild.records add FILE...
+                                   # records made elsewhere, merged by machine and day
 
 Each snippet runs as a reader runs it (``python snippets/<x>/<y>.py``, its timeout,
 every core), one after the other. A failing snippet is kept with its return code and
@@ -24,10 +29,13 @@ An entry is *current* while every file in its ``sources`` still has that hash, a
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import shutil
+import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -37,6 +45,7 @@ from sitebuild import snippets
 RECORDS = snippets.ROOT / "records"
 FIGURE_LIMIT = 200_000  # bytes; larger figures are left out
 KILLED = -9  # the return code recorded for a snippet killed at its timeout
+MIN_SLOT = 15  # seconds: under a budget, a snippet is not started with less time than this
 
 OPTIONAL = (str, type(None))
 MACHINE = {"device": str, "torch": str, "python": str, "cuda": OPTIONAL, "driver": OPTIONAL,
@@ -107,8 +116,8 @@ def typed(where: str, value, fields: dict) -> list[str]:
     return found
 
 
-def read(file: Path) -> Record:
-    """One record file, checked against the contract and its own name."""
+def contents(file: Path) -> dict:
+    """A record file's data, checked against the contract."""
     try:
         data = json.loads(file.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
@@ -116,6 +125,12 @@ def read(file: Path) -> Record:
     found = problems(data)
     if found:
         raise RecordError(f"{file.name}: " + "; ".join(found))
+    return data
+
+
+def read(file: Path) -> Record:
+    """One record file, checked against the contract and its own name."""
+    data = contents(file)
     name = slug(data["machine"]["device"], data["recorded"])
     if file.stem != name:  # one file per machine and day: a later run replaces it
         raise RecordError(f"{file.name}: should be named {name}.json (device and date)")
@@ -138,17 +153,32 @@ def entry(result: snippets.Result, path: Path, figures: Path) -> dict:
             "sources": snippets.source_hashes(path), "figures": kept}
 
 
-def record(folder: Path = RECORDS) -> Path:
-    """Run every snippet here and write ``<folder>/<machine>.json``."""
+def record(folder: Path = RECORDS, budget: float | None = None) -> tuple[Path, list[str]]:
+    """Run every snippet here and write ``<folder>/<machine>.json``; return it and what was left out.
+
+    With ``budget`` (seconds for all snippets together, as on a lent machine), a snippet
+    runs only while time is left, its timeout cut to what is left. One that never ran,
+    or was cut short, is left out of the record, so the pages show it as not recorded
+    rather than failed, and is named in the list returned.
+    """
     machine = snippets.machine()
     day = date.today().isoformat()
     name = slug(machine["device"], day)
     shutil.rmtree(folder / name, ignore_errors=True)
-    results = {}
+    deadline = time.monotonic() + budget if budget else None
+    results, left_out = {}, []
     for path in snippets.discover():
+        own = snippets.options(path)[0]
+        slot = own if deadline is None else min(own, int(deadline - time.monotonic()))
+        if slot < MIN_SLOT:
+            left_out.append(f"{snippets.relative(path)}: not run, the budget of {budget:.0f} s was spent")
+            continue
         with tempfile.TemporaryDirectory() as tmp:
             outdir = snippets.output_dir(Path(tmp), path)
-            result = snippets.execute(path, outdir)
+            result = snippets.execute(path, outdir, timeout=slot)
+            if result.returncode is None and slot < own:
+                left_out.append(f"{result.path}: cut at {slot} s by the budget (its own timeout: {own} s)")
+                continue
             results[result.path] = entry(result, path, outdir)
             for figure in results[result.path]["figures"]:
                 target = snippets.output_dir(folder / name, path)
@@ -156,10 +186,53 @@ def record(folder: Path = RECORDS) -> Path:
         state = "ok" if result.ok else f"FAILED ({result.why()})"
         print(f"{result.seconds:7.1f} s  {result.path}  {state}", flush=True)
     file = folder / f"{name}.json"
-    folder.mkdir(exist_ok=True)
-    file.write_text(json.dumps({"machine": machine, "recorded": day, "snippets": results},
-                               indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    return file
+    write(file, {"machine": machine, "recorded": day, "snippets": results})
+    return file, left_out
+
+
+def write(file: Path, data: dict):
+    file.parent.mkdir(parents=True, exist_ok=True)
+    file.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def merged(old: dict | None, new: dict, source: str) -> dict:
+    """``new``'s entries added to ``old``'s: the same machine and day, no entry of ``old`` lost.
+
+    A snippet in both keeps ``new``'s entry, the later run. Two runs that differ in any
+    machine field (another torch, driver or Python on the same device and day) are two
+    machines, and one file cannot hold both: that is an error, never a silent choice.
+    """
+    if old is None:
+        return new
+    differ = [key for key in MACHINE if old["machine"].get(key) != new["machine"].get(key)]
+    if differ:
+        raise RecordError(f"{source}: its machine differs from the record already kept for "
+                          f"{slug(new['machine']['device'], new['recorded'])} in {', '.join(differ)}; "
+                          "record that machine on another day, or remove the older file first")
+    return {**old, "snippets": {**old["snippets"], **new["snippets"]}}
+
+
+def add(file: Path, folder: Path = RECORDS) -> Path:
+    """Add a record made elsewhere (a notebook, a lent machine) to ``folder``, merging by machine and day.
+
+    Its figures, if any, lie beside it in a folder of the file's own name.
+    """
+    data = contents(file)
+    name = slug(data["machine"]["device"], data["recorded"])
+    target = folder / f"{name}.json"
+    old = json.loads(target.read_text(encoding="utf-8")) if target.is_file() else None
+    combined = merged(old, data, file.name)
+    if file.with_suffix("").is_dir() and file.with_suffix("").resolve() != (folder / name).resolve():
+        shutil.copytree(file.with_suffix(""), folder / name, dirs_exist_ok=True)
+    write(target, combined)
+    read(target)
+    return target
+
+
+def failures(rec: Record) -> str:
+    """Each failed snippet with the end of its stderr."""
+    return "\n\n".join(f"{path} exited with code {e['returncode']}\n{e['stderr_tail']}"
+                        for path, e in rec.snippets.items() if e["returncode"] != 0)
 
 
 def summary(rec: Record) -> str:
@@ -170,6 +243,27 @@ def summary(rec: Record) -> str:
             f"{len(rec.snippets) - passed} failed")
 
 
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python3 -m sitebuild.records", description=(
+        "Run every snippet and write records/<device>-<date>.json; or, with `add FILE...`, "
+        "add records made elsewhere, merging those of the same machine and day."))
+    parser.add_argument("--out", type=Path, help="where to write the record and failures.txt (default: records/)")
+    parser.add_argument("--budget", type=float, help="seconds for all snippets together; what does not fit is left out")
+    args, rest = parser.parse_known_args(argv)
+    if rest[:1] == ["add"] and len(rest) > 1:
+        for file in rest[1:]:
+            print(f"added to {add(Path(file))}")
+        return 0
+    if rest:
+        parser.error(f"unknown arguments: {' '.join(rest)} (to add records: add FILE...)")
+    written, left_out = record(args.out or RECORDS, args.budget)
+    rec = read(written)
+    if args.out:  # a lent machine's $OUT: what failed, for the person who reads it back
+        report = "\n\n".join(filter(None, [failures(rec), "\n".join(left_out)]))
+        (args.out / "failures.txt").write_text(report + "\n" if report else "", encoding="utf-8")
+    print(f"wrote {written}\n{summary(rec)}" + (f"\nleft out:\n" + "\n".join(left_out) if left_out else ""))
+    return 0
+
+
 if __name__ == "__main__":
-    written = record()
-    print(f"wrote {written.relative_to(snippets.ROOT)}\n{summary(read(written))}")
+    sys.exit(main())

@@ -180,13 +180,14 @@ def machine() -> dict:
     return json.loads(out.stdout)
 
 
-def execute(path: Path, outdir: Path, env: dict | None = None) -> Result:
+def execute(path: Path, outdir: Path, env: dict | None = None, timeout: int | None = None) -> Result:
     """Run one snippet in its own process group; kill the whole group when it ends.
 
     ``env`` is added to this process's environment (for example a CPU profile, or
-    ``OMP_NUM_THREADS``); figures land in ``outdir`` ($SNIPPET_OUTPUT_DIR).
+    ``OMP_NUM_THREADS``); figures land in ``outdir`` ($SNIPPET_OUTPUT_DIR). ``timeout``
+    replaces the snippet's own (a recorder's time budget may leave less).
     """
-    timeout = options(path)[0]
+    timeout = timeout or options(path)[0]
     environ = dict(os.environ, SNIPPET_OUTPUT_DIR=str(outdir), MPLBACKEND="Agg",
                    PYTHONUNBUFFERED="1") | (env or {})
     start = time.perf_counter()

@@ -1,6 +1,7 @@
 """Hardware records: the contract, staleness, and how the pages show them."""
 
 import json
+import re
 import shutil
 
 import markdown
@@ -77,10 +78,52 @@ def test_a_failing_snippet_is_recorded_not_dropped(tmp_path, monkeypatch):
     broken.write_text("raise RuntimeError('CUDA error: injected')\n")
     monkeypatch.setattr(snippets, "ROOT", tmp_path)
     monkeypatch.setattr(snippets, "discover", lambda: [broken])
-    (rec,) = records.load(records.record(tmp_path).parent)
+    (rec,) = records.load(records.record(tmp_path)[0].parent)
     kept = rec.snippets["broken.py"]
     assert kept["returncode"] == 1 and "RuntimeError: CUDA error: injected" in kept["stderr_tail"]
     assert rec.status("broken.py", tmp_path) == ("failed", [])
+
+
+def test_adding_records_of_the_same_machine_and_day_loses_no_entry(tmp_path):
+    kept = tmp_path / "records"
+    kept.mkdir()
+    one, two = tmp_path / "one", tmp_path / "two"
+    for folder in (one, two):
+        folder.mkdir()
+    records.add(write(one, record(**{"snippets/a.py": entry(), "snippets/b.py": entry(stdout="b, first\n")})), kept)
+    records.add(write(two, record(**{"snippets/b.py": entry(stdout="b, again\n"), "snippets/c.py": entry()})), kept)
+    (rec,) = records.load(kept)
+    assert sorted(rec.snippets) == ["snippets/a.py", "snippets/b.py", "snippets/c.py"]
+    assert rec.snippets["snippets/b.py"]["stdout"] == "b, again\n"  # the later run of the same snippet
+
+
+def test_adding_a_record_of_another_torch_on_the_same_day_is_refused(tmp_path):
+    kept = tmp_path / "records"
+    kept.mkdir()
+    write(kept, record(**{"snippets/a.py": entry()}))
+    before = (kept / "nvidia-h200-2026-12-03.json").read_text(encoding="utf-8")
+    other = {**record(**{"snippets/b.py": entry()}), "machine": {**MACHINE, "torch": "2.13.0+cu130"}}
+    with pytest.raises(records.RecordError, match=r"^colab\.json: its machine differs .* in torch;"):
+        records.add(write(tmp_path, other, name="colab"), kept)
+    assert (kept / "nvidia-h200-2026-12-03.json").read_text(encoding="utf-8") == before
+
+
+def test_a_budget_leaves_out_what_does_not_fit_and_says_so(tmp_path, monkeypatch):
+    scripts = {"a_broken.py": "raise SystemExit('broken')\n", "b_fast.py": "print('fast')\n",
+               "c_slow.py": "import time\ntime.sleep(60)\n", "d_late.py": "print('never started')\n"}
+    for name, text in scripts.items():
+        (tmp_path / name).write_text(text)
+    monkeypatch.setattr(snippets, "ROOT", tmp_path)
+    monkeypatch.setattr(snippets, "discover", lambda: sorted(tmp_path.glob("*.py")))
+    monkeypatch.setattr(records, "MIN_SLOT", 1)
+    monkeypatch.setattr(records, "slug", lambda device, day: "lent-gpu-" + day)
+    out = tmp_path / "out"
+    assert records.main(["--out", str(out), "--budget", "3"]) == 0
+    (rec,) = records.load(out)
+    assert list(rec.snippets) == ["a_broken.py", "b_fast.py"]  # c cut short, d never started: not recorded
+    report = (out / "failures.txt").read_text(encoding="utf-8")
+    assert report.startswith("a_broken.py exited with code 1\nbroken\n")
+    assert re.search(r"^c_slow\.py: cut at [12] s by the budget", report, re.M) and "d_late.py: not run" in report
 
 
 def test_status_follows_the_sources(tmp_path, monkeypatch):
