@@ -16,6 +16,9 @@ Without it, no action is rendered and the build is the same as before.
   The device and torch come from the probe the snippets ran under
   (``snippets.machine()`` in sitebuild/snippets.py, cached, so no second torch start).
   Following the link is the reader's choice; the page itself makes no request.
+* "Run this page on Colab", on each page that has a notebook (sitebuild/page_notebooks.py),
+  only when ``REPO_URL`` is a GitHub repository: Colab opens
+  ``colab.research.google.com/github/<owner>/<repo>/blob/main/notebooks/<lang>/<page>.ipynb``.
 * The repository link in the header: Material's JavaScript asks ``api.github.com``
   for the stars and forks of any element marked ``data-md-component="source"``. The
   site makes no third-party request, so the mark is dropped and the link stays plain.
@@ -30,27 +33,32 @@ needs the rendered HTML anyway. One hook does all three.
 from __future__ import annotations
 
 import html
+import re
 from datetime import date
 from pathlib import Path
 from urllib.parse import quote, urlencode
 
 import material
 
-from sitebuild import build_info, snippets
+from sitebuild import build_info, page_notebooks, snippets
 
 ARTICLE = '<article class="md-content__inner md-typeset">'
 SOURCE_MARK = ' data-md-component="source"'
-ICON = (Path(material.__file__).parent / "templates" / ".icons" / "material" / "bug-outline.svg").read_text(
-    encoding="utf-8")
+ICONS = Path(material.__file__).parent / "templates" / ".icons" / "material"
+ICON = (ICONS / "bug-outline.svg").read_text(encoding="utf-8")
+COLAB_ICON = (ICONS / "play-circle-outline.svg").read_text(encoding="utf-8")
+GITHUB_REPO = re.compile(r"^https://github\.com/([\w.-]+/[\w.-]+?)/?$")
 LABELS = {
     "en": {
         "link": "Report a problem with this page",
+        "colab": "Run this page on Colab",
         "title": "Problem on the page “{title}”",
         "body": ("**Page:** {url}\n**Language:** English (en)\n**Built from commit:** {commit}\n"
                  "**Build:** {device} · torch {torch} · {date}\n\n**What is wrong:**\n\n"),
     },
     "zh": {
         "link": "报告本页的问题",
+        "colab": "在 Colab 中运行本页",
         "title": "页面问题：{title}",
         "body": ("**页面**：{url}\n**语言**：中文（zh）\n**构建所用的提交**：{commit}\n"
                  "**构建环境**：{device} · torch {torch} · {date}\n\n**问题描述**：\n\n"),
@@ -77,19 +85,30 @@ def report_url(repo_url: str, title: str, page_url: str, lang: str, facts: dict[
     return f"{repo_url.rstrip('/')}/issues/new?{urlencode(query, quote_via=quote)}"
 
 
-def report_link(url: str, lang: str) -> str:
+def action_link(url: str, label: str, icon: str) -> str:
     """Styled like Material's edit and view buttons, which float beside it."""
-    label = LABELS[lang]["link"]
     return (f'<a href="{html.escape(url)}" title="{label}" aria-label="{label}"'
-            f' class="md-content__button md-icon" rel="nofollow">{ICON}</a>')
+            f' class="md-content__button md-icon" rel="nofollow">{icon}</a>')
+
+
+def colab_url(repo_url: str, src_uri: str) -> str | None:
+    """The page's notebook on Colab; None without a notebook or outside GitHub."""
+    repo = GITHUB_REPO.match(repo_url)
+    notebook = page_notebooks.target(page_notebooks.DOCS / src_uri)
+    if repo is None or not notebook.is_file():
+        return None
+    return f"https://colab.research.google.com/github/{repo.group(1)}/blob/main/{notebook.relative_to(snippets.ROOT).as_posix()}"
 
 
 def with_actions(output: str, repo_url: str, title: str, page_url: str, lang: str, where: str) -> str:
     """The page's HTML with the report link in its article and a plain repository link."""
     if ARTICLE not in output:
         raise ValueError(f"page_actions: no {ARTICLE} in {where}; Material's layout changed")
-    url = report_url(repo_url, title, page_url, lang, build_facts())
-    return without_source_mark(output.replace(ARTICLE, ARTICLE + report_link(url, lang), 1))
+    links = action_link(report_url(repo_url, title, page_url, lang, build_facts()), LABELS[lang]["link"], ICON)
+    colab = colab_url(repo_url, where)
+    if colab:
+        links += action_link(colab, LABELS[lang]["colab"], COLAB_ICON)
+    return without_source_mark(output.replace(ARTICLE, ARTICLE + links, 1))
 
 
 def without_source_mark(output: str) -> str:

@@ -17,7 +17,7 @@ from mkdocs.config import load_config
 from mkdocs.structure.files import File
 from mkdocs.structure.pages import Page
 
-from sitebuild import page_actions, snippets
+from sitebuild import page_actions, page_notebooks, snippets
 from tests.conftest import REPO_URL, ROOT
 from tests.pages import DOCS, en_pages, twin, url_path
 
@@ -75,6 +75,30 @@ def test_every_page_offers_a_prefilled_report(site):
         }
         wrong += [f"{where}: report link lacks the {what}: {query}" for what, ok in checks.items() if not ok]
     assert not wrong, "\n".join(wrong[:20])
+
+
+def test_pages_with_a_notebook_offer_it_on_colab_in_their_language(site):
+    wrong, offered = [], 0
+    for page, lang in PAGES:
+        source = page if lang == "en" else twin(page)
+        notebook = page_notebooks.target(source)
+        expected = ([f"https://colab.research.google.com/github/{REPO_URL.removeprefix('https://github.com/')}"
+                     f"/blob/main/notebooks/{lang}/{notebook.relative_to(page_notebooks.OUT / lang).as_posix()}"]
+                    if notebook.is_file() else [])
+        links = [href for title, href in actions(site, page, lang).items()
+                 if title == page_actions.LABELS[lang]["colab"]]
+        offered += len(links)
+        if links != expected:
+            wrong.append(f"{url_path(page, lang) or '/'}: {links} instead of {expected}")
+    assert not wrong, "\n".join(wrong)
+    assert offered >= 40  # both languages
+
+
+def test_colab_is_offered_only_for_a_github_repository():
+    page = "pytorch/tensors.zh.md"
+    assert page_actions.colab_url("https://github.com/o/r", page).endswith("/github/o/r/blob/main/notebooks/zh/pytorch/tensors.ipynb")
+    assert page_actions.colab_url("https://gitlab.com/o/r", page) is None
+    assert page_actions.colab_url("https://github.com/o/r", "glossary.md") is None  # no snippet, no notebook
 
 
 def test_the_header_repository_link_makes_no_request(site):
