@@ -115,7 +115,7 @@ def execute(lab: Path) -> nbformat.NotebookNode:
     key = hashlib.sha256(json.dumps([snippets.machine(), code(notebook)]).encode()).hexdigest()[:16]
     stored = EXECUTED / f"{lab.stem}-{key}.ipynb"
     if stored.is_file():
-        return nbformat.read(stored, as_version=4)
+        return join_streams(nbformat.read(stored, as_version=4))  # also a run stored before it joined them
     with tempfile.TemporaryDirectory(prefix="lab-kernel-") as sockets:
         client = NotebookClient(notebook, timeout=CELL_TIMEOUT, kernel_name="python3",
                                 resources={"metadata": {"path": str(LABS)}}, config=transport(sockets))
@@ -124,10 +124,28 @@ def execute(lab: Path) -> nbformat.NotebookNode:
         except CellExecutionError as error:
             raise PluginError(f"lab {lab.relative_to(ROOT)} failed:\n{error}") from None
     log.info(f"lab {lab.relative_to(ROOT)} executed")
+    join_streams(notebook)
     EXECUTED.mkdir(parents=True, exist_ok=True)
     for old in EXECUTED.glob(f"{lab.stem}-*.ipynb"):
         old.unlink()
     nbformat.write(notebook, stored)
+    return notebook
+
+
+def join_streams(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """One output per run of text on the same stream: Jupyter splits a cell's stdout where its
+    messages happened to arrive, so the same prints would show as one box or two by chance."""
+    for cell in notebook.cells:
+        joined = []
+        for output in cell.get("outputs", []):
+            previous = joined[-1] if joined else None
+            if (output.output_type == "stream" and previous is not None and previous.output_type == "stream"
+                    and previous.name == output.name):
+                previous.text += output.text
+            else:
+                joined.append(output)
+        if "outputs" in cell:
+            cell.outputs = joined
     return notebook
 
 

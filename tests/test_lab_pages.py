@@ -1,4 +1,5 @@
 """Lab pages stay light: JupyterLab's CSS is one shared file, not inlined in every page.
+And each run of a cell's stdout is one output, however Jupyter's messages arrived.
 
 sitebuild/notebook_css.py moves mkdocs-jupyter's inline ``<style>`` blocks (about 590 KB)
 into ``assets/jupyter/<hash>.css`` (about 56 KB), without the rules no lab can
@@ -9,7 +10,9 @@ results and failed loads.
 
 import re
 
+import nbformat
 import pytest
+from sitebuild import labs
 from tests.pages import DOCS, url_path
 
 LIMIT = 150 * 1024
@@ -36,3 +39,14 @@ def test_lab_pages_link_one_shared_stylesheet(site, lang):
         assert ".jupyter-wrapper :root" not in css, "a rule under .jupyter-wrapper :root matches nothing"
         targets.add(target)
     assert len(targets) == 1, targets
+
+
+def test_a_cells_stdout_is_one_output_however_it_arrived():
+    out = nbformat.v4.new_output
+    cell = nbformat.v4.new_code_cell("...", outputs=[
+        out("stream", name="stdout", text="epoch 5\n"), out("stream", name="stdout", text="epoch 10\n"),
+        out("stream", name="stderr", text="warning\n"), out("stream", name="stdout", text="done\n")])
+    notebook = nbformat.v4.new_notebook(cells=[cell, nbformat.v4.new_markdown_cell("text")])
+    labs.join_streams(notebook)
+    assert [(o.name, o.text) for o in notebook.cells[0].outputs] == [
+        ("stdout", "epoch 5\nepoch 10\n"), ("stderr", "warning\n"), ("stdout", "done\n")]
