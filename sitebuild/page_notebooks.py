@@ -35,7 +35,7 @@ from pathlib import Path
 import jupytext
 
 from sitebuild import snippets
-from sitebuild.language import DEFAULT, LANGUAGES
+from sitebuild.language import DEFAULT, language
 
 ROOT = snippets.ROOT
 DOCS = ROOT / "docs"
@@ -158,14 +158,9 @@ def pages() -> list[Path]:
                   if p.parent == LABS or OUTPUT.search(p.read_text(encoding="utf-8")))
 
 
-def page_language(page: Path) -> str:
-    suffix = page.suffixes[-2:-1]
-    return suffix[0][1:] if suffix and suffix[0][1:] in LANGUAGES else DEFAULT
-
-
 def target(page: Path) -> Path:
     """notebooks/<lang>/<section>/<page>.ipynb."""
-    lang = page_language(page)
+    lang = language(src_uri=page.name)
     relative = page.relative_to(DOCS).as_posix().removesuffix(".md").removesuffix(f".{lang}")
     return OUT / lang / f"{relative}.ipynb"
 
@@ -219,7 +214,7 @@ def lab_cells(page: Path, lang: str) -> list[dict]:
 
 
 def notebook(page: Path) -> dict:
-    lang = page_language(page)
+    lang = language(src_uri=page.name)
     words = TEXT[lang]
     title = re.search(r"^# (.+?)(?:\s*\{[^}]*\})?$", page.read_text(encoding="utf-8"), re.M).group(1).strip()
     source = page.relative_to(ROOT).as_posix()
