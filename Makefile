@@ -12,7 +12,7 @@ NODE   := node_modules/.package-lock.json
 # Set here once for every target; the tests set it for the builds they start (tests/conftest.py).
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: serve build test bench record clean translations translated pdf lighthouse notebooks
+.PHONY: serve build test test-all bench record clean translations translated pdf lighthouse notebooks
 
 # Python 3.11.5 is the floor: pinned packages require it (mkdocs-material and numpy 3.11,
 # pymdown-extensions and soupsieve 3.11.5). The README, this check and the workflow's
@@ -38,7 +38,13 @@ serve: $(STAMP)
 build: $(STAMP)
 	$(BIN)/mkdocs build --strict
 
+# test: what a change can affect. The build uses the build cache (.cache/) and each expensive
+# check that passed before is skipped while its inputs are unchanged (tests/check_cache.py).
+# test-all: everything from scratch, as CI runs it: empty caches, every check.
 test: $(STAMP) $(NODE)
+	CHECK_CACHE=1 $(BIN)/python -m pytest
+
+test-all: $(STAMP) $(NODE)
 	$(BIN)/python -m pytest
 
 # PROFILE=avx2 (the default), old-laptop or native: the CPU that bench emulates.

@@ -2,10 +2,11 @@
 
 static-i18n runs each further language's build inside the default one's
 on_post_build, so every language's pages are collected before the last
-on_post_build writes the print pages.
+on_post_build writes the print pages. `mkdocs serve` writes none: they are for
+`make pdf`, and every edit would pay for them.
 """
 
-from sitebuild import print_pages
+from sitebuild import background, print_pages
 from sitebuild.language import language
 
 
@@ -29,4 +30,5 @@ def on_post_page(output, page, config):
 
 
 def on_post_build(config):
-    print_pages.write_all(config)
+    if not background.enabled():
+        print_pages.write_all(config)

@@ -9,7 +9,9 @@ from sitebuild.language import prefix
 
 
 def on_config(config):
+    """After Material's on_config (hooks follow the plugins), which makes a new index per build."""
     search_index.add_glossary_words()
+    search_index.remember_entries(config.plugins["material/search"].search_index)
 
 
 def on_post_page(output, page, config):

@@ -9,6 +9,8 @@ rendered by ``sitebuild.output_blocks``, a Python-Markdown extension, from the r
 ``results``                the build's on-disk cache of snippet results (standard library only)
 ``records``                hardware records, ``python3 -m sitebuild.records`` (standard library only)
 ``output_blocks``          the output blocks, record tabs and "Verified on" matrix (Markdown extension)
+``background``             ``mkdocs serve`` at once: results run behind "running…" placeholders
+``render_memo``            highlighting and compiled templates kept between rebuilds
 ``language``               which language a page is rendered in
 ``labs``                   lab notebooks: run once, both languages, .ipynb downloads
 ``notebook_css``           a lab page's JupyterLab CSS as one slimmed, shared file
@@ -16,6 +18,7 @@ rendered by ``sitebuild.output_blocks``, a Python-Markdown extension, from the r
 ``pdf``                    ``python -m sitebuild.pdf``: print those pages with Chromium
 ``search_index``           one search index per language; glossary terms whole in Chinese
 ``page_actions``           view, edit and report links from ``REPO_URL``
+``page_notebooks``         ``python -m sitebuild.page_notebooks``: a Colab notebook per page
 ``build_info``             the commit a build comes from
 ``glossary``               the Chinese glossary's terms
 ``translations``           ``python -m sitebuild.translations``: translations that cannot drift

@@ -60,6 +60,7 @@ Labs are jupytext-markdown files, ``docs/labs/<name>.md`` and ``<name>.zh.md``
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import html as html_lib
 import json
@@ -68,7 +69,8 @@ import posixpath
 import re
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
+from functools import lru_cache
+from pathlib import Path, PurePath
 
 import jupytext
 import nbformat
@@ -79,6 +81,7 @@ from nbclient.exceptions import CellExecutionError
 from traitlets.config import Config
 
 from sitebuild import snippets
+from sitebuild.language import language
 from sitebuild.notebook_css import external_css, without_dead_loaders
 from sitebuild.snippets import ROOT
 
@@ -109,13 +112,28 @@ def code(notebook) -> list[str]:
     return [cell.source for cell in notebook.cells if cell.cell_type == "code"]
 
 
+def read(lab: Path) -> nbformat.NotebookNode:
+    """The lab as a notebook, a fresh copy: its callers change it."""
+    return copy.deepcopy(_read(lab, lab.stat().st_mtime_ns))
+
+
+@lru_cache(maxsize=64)  # jupytext parses and validates every cell: a tenth of a rebuild's time
+def _read(lab: Path, mtime_ns: int) -> nbformat.NotebookNode:
+    return jupytext.read(lab)
+
+
+def stored(lab: Path) -> Path:
+    """Where the English lab's run is kept: named by its code and the machine."""
+    key = hashlib.sha256(json.dumps([snippets.machine(), code(read(lab))]).encode()).hexdigest()[:16]
+    return EXECUTED / f"{lab.stem}-{key}.ipynb"
+
+
 def execute(lab: Path) -> nbformat.NotebookNode:
     """The English lab, run once per change of its code or of the machine."""
-    notebook = jupytext.read(lab)
-    key = hashlib.sha256(json.dumps([snippets.machine(), code(notebook)]).encode()).hexdigest()[:16]
-    stored = EXECUTED / f"{lab.stem}-{key}.ipynb"
-    if stored.is_file():
-        return join_streams(nbformat.read(stored, as_version=4))  # also a run stored before it joined them
+    kept = stored(lab)
+    if kept.is_file():
+        return join_streams(nbformat.read(kept, as_version=4))  # also a run stored before it joined them
+    notebook = read(lab)
     with tempfile.TemporaryDirectory(prefix="lab-kernel-") as sockets:
         client = NotebookClient(notebook, timeout=CELL_TIMEOUT, kernel_name="python3",
                                 resources={"metadata": {"path": str(LABS)}}, config=transport(sockets))
@@ -128,7 +146,7 @@ def execute(lab: Path) -> nbformat.NotebookNode:
     EXECUTED.mkdir(parents=True, exist_ok=True)
     for old in EXECUTED.glob(f"{lab.stem}-*.ipynb"):
         old.unlink()
-    nbformat.write(notebook, stored)
+    nbformat.write(notebook, kept)
     return notebook
 
 
@@ -156,29 +174,75 @@ def transport(sockets: str) -> Config:
     return Config({"KernelManager": {"transport": "ipc", "ip": os.path.join(sockets, "kernel")}})
 
 
-def with_outputs(lab: Path, run: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """This language's notebook, with the English run's outputs cell by cell."""
-    notebook = jupytext.read(lab)
-    if code(notebook) != code(run):
+def with_outputs(lab: Path, run: nbformat.NotebookNode | None, note: str = "") -> nbformat.NotebookNode:
+    """This language's notebook, with the English run's outputs cell by cell; without a run
+    (serve, sitebuild/background.py), with ``note`` under its title instead."""
+    notebook = read(lab)
+    if run is None:
+        notebook.cells.insert(1, nbformat.v4.new_markdown_cell(note))
+    elif code(notebook) != code(run):
         raise PluginError(f"{lab.relative_to(ROOT)}: its code cells differ from the English lab's, "
                           "whose one run both languages show")
-    ran = [cell for cell in run.cells if cell.cell_type == "code"]
-    for cell, done in zip((c for c in notebook.cells if c.cell_type == "code"), ran):
-        cell.outputs, cell.execution_count = done.outputs, done.execution_count
+    else:
+        ran = [cell for cell in run.cells if cell.cell_type == "code"]
+        for cell, done in zip((c for c in notebook.cells if c.cell_type == "code"), ran):
+            cell.outputs, cell.execution_count = done.outputs, done.execution_count
     for number, cell in enumerate(notebook.cells):  # jupytext draws random ids; the
         cell.id = f"cell-{number}"                  # render cache keys on the content
     return notebook
 
 
-def write_notebooks():
-    """Run the English labs (one kernel per core) and write every language's notebook."""
-    english = sorted(p for p in LABS.glob("*.md") if p.name.count(".") == 1)
+def english() -> list[Path]:
+    return sorted(p for p in LABS.glob("*.md") if p.name.count(".") == 1)
+
+
+_failed: dict[Path, str] = {}  # serve: stored-run path -> why that run failed
+PENDING = {"en": ("> **Running…** This lab is being run in the background; the page reloads with "
+                  "its outputs when the run ends."),
+           "zh": "> **运行中…** 本实验正在后台运行，运行结束后本页会带着输出自动刷新。"}
+FAILED = {"en": "> **This lab failed**, and `mkdocs build --strict` stops on it:\n\n```text\n{error}\n```",
+          "zh": "> **本实验运行失败**，`mkdocs build --strict` 会因此中止：\n\n```text\n{error}\n```"}
+
+
+def run_all(english_labs: list[Path], keep_failures: bool = False) -> list[nbformat.NotebookNode | None]:
+    """Run these English labs, one kernel per core. ``keep_failures`` (serve): a failure is
+    logged and kept for the lab's page (``write_notebooks``) instead of stopping the build."""
+    def one(lab: Path) -> nbformat.NotebookNode | None:
+        try:
+            return execute(lab)
+        except PluginError as error:
+            if not keep_failures:
+                raise
+            _failed[stored(lab)] = str(error)
+            log.error(str(error))
+            return None
+
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        runs = dict(zip((p.stem for p in english), pool.map(execute, english)))
+        return list(pool.map(one, english_labs))
+
+
+def write_notebooks(wait: bool = True) -> list[Path]:
+    """Write every language's notebook, with the English labs' runs.
+
+    ``wait`` (build): run the labs that have no stored run first. Without it (serve), such a
+    lab's notebook says it is running (or why it failed) and the lab is returned, to be run
+    in the background."""
+    labs = english()
+    runs = dict(zip(labs, run_all(labs) if wait else [kept_run(lab) for lab in labs]))
     for lab in sorted(LABS.glob("*.md")):
+        source = LABS / f"{lab.name.split('.')[0]}.md"
+        lang = language(src_uri=lab.name)
+        failure = _failed.get(stored(source)) if _failed else None
+        note = FAILED[lang].format(error=failure) if failure else PENDING[lang]
         target = OUT / ipynb_uri(lab)
         target.parent.mkdir(parents=True, exist_ok=True)
-        nbformat.write(with_outputs(lab, runs[lab.name.split(".")[0]]), target)
+        nbformat.write(with_outputs(lab, runs[source], note), target)
+    return [lab for lab in labs if runs[lab] is None and not (_failed and stored(lab) in _failed)]
+
+
+def kept_run(lab: Path) -> nbformat.NotebookNode | None:
+    """The lab's stored run, if any (on a fresh clone, without asking the machine)."""
+    return execute(lab) if EXECUTED.is_dir() and stored(lab).is_file() else None
 
 
 def is_lab(src_uri: str) -> bool:
@@ -238,3 +302,27 @@ def heading_ids(html: str, page) -> str:
         return f'<h{match[1]} id="{anchor}">{match[2]}<a class="anchor-link" href="#{anchor}">'
 
     return HEADING.sub(heading, html)
+
+
+def only_included(plugin):
+    """mkdocs-jupyter 0.26.3's ``should_include`` with its ``include`` patterns asked first.
+
+    It parses every ``.md`` page with jupytext, to see whether it is a notebook, before it
+    looks at the patterns, twice per page and language: 250 parses, 40 % of a rebuild.
+    A page outside the patterns is never included, so asking them first changes nothing
+    but the time; the labs' own parses are memoised by file and modification time."""
+    should_include = plugin.should_include
+
+    def included(file) -> bool:
+        path = file.abs_src_path
+        if path is None or not any(PurePath(path).match(pattern) for pattern in plugin.config["include"]):
+            return False
+        key = (path, Path(path).stat().st_mtime_ns)
+        if key not in _notebooks:
+            _notebooks[key] = should_include(file)
+        return _notebooks[key]
+
+    plugin.should_include = included
+
+
+_notebooks: dict[tuple[str, int], bool] = {}  # (path, modification time) -> whether it is a notebook

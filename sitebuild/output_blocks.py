@@ -13,7 +13,9 @@ That line becomes this build's output and provenance, followed by one tab per
 hardware record (``records/*.json``, see sitebuild/records.py) whose entry for the
 snippet is current; ``<!-- snippet-provenance -->`` becomes the "Verified on" matrix.
 The results come from ``sitebuild.results``: read from its disk cache, or run on
-first use. A failed snippet stops the page with its stderr.
+first use. A failed snippet stops the page with its stderr. Under `mkdocs serve`
+(sitebuild/background.py) nothing runs here: a result still running is a placeholder,
+"running…" in the page's language, and a failure is shown in place of the output.
 
 Configured in mkdocs.yml under ``markdown_extensions`` as ``sitebuild.output_blocks``; its one
 option, ``language`` (``en`` or ``zh``), names the language of the labels. Python-Markdown
@@ -33,7 +35,7 @@ from functools import lru_cache
 from markdown import Extension
 from markdown.preprocessors import Preprocessor
 
-from sitebuild import records, results, snippets
+from sitebuild import background, records, results, snippets
 from sitebuild.snippets import ROOT, Result
 
 OUTPUT_LINE = "<!-- output: "
@@ -43,11 +45,15 @@ LABELS = {
     "en": {"output": "Output", "ran": "Ran in this build on", "no_output": "(no output)",
            "build": "This build", "recorded": "Recorded on", "failed": "Failed: exit code",
            "snippet": "Snippet", "current": "✓", "stale": "stale", "missing": "not recorded",
-           "changed": "changed since", "driver": "driver", "colon": ": "},
+           "changed": "changed since", "driver": "driver", "colon": ": ",
+           "pending": "running…", "running": "running… {path} (this page reloads when it is done)",
+           "broke": "{path} failed; `mkdocs build --strict` stops on it. The end of its stderr:"},
     "zh": {"output": "输出", "ran": "本次构建实际运行于", "no_output": "（无输出）",
            "build": "本次构建", "recorded": "记录于", "failed": "运行失败：退出码",
            "snippet": "示例", "current": "✓", "stale": "已过期", "missing": "未记录",
-           "changed": "此后改动的文件", "driver": "驱动", "colon": "："},
+           "changed": "此后改动的文件", "driver": "驱动", "colon": "：",
+           "pending": "运行中…", "running": "运行中…{path}（运行结束后本页会自动刷新）",
+           "broke": "{path} 运行失败，`mkdocs build --strict` 会因此中止。其 stderr 的末尾："},
 }
 
 
@@ -66,10 +72,13 @@ def _records(files: tuple) -> list[records.Record]:
     return records.load()
 
 
-def result(path: str) -> Result:
+def result(path: str) -> Result | None:
+    """The snippet's result; in serve, None while it runs and a failure as it is."""
     file = ROOT / path
     if not (path.startswith("snippets/") and file.is_file()) or file.name.startswith("_"):
         raise SnippetError(f"no snippet '{path}' for its output line")
+    if background.enabled():
+        return results.known(file)
     found = results.run(file)
     if not found.ok:
         raise SnippetError(found.failure())
@@ -109,15 +118,24 @@ def record_tab(rec: records.Record, path: str, labels: dict) -> str:
     return f"{body}\n\n{record_provenance(rec, labels)}\n{{: .snippet-provenance }}"
 
 
-def output_block(found: Result, labels: dict, recs: list[records.Record]) -> str:
+def output_block(path: str, found: Result | None, labels: dict, recs: list[records.Record]) -> str:
     """This build's output first; then one tab per record whose entry is current or failed."""
-    ours = (text_block(found.stdout.rstrip() or labels["no_output"], f"{labels['output']} · {found.path}")
+    ours = (not_yet(path, found, labels) if found is None or not found.ok else
+            text_block(found.stdout.rstrip() or labels["no_output"], f"{labels['output']} · {found.path}")
             + f"\n\n{build_provenance(found, labels)}\n{{: .snippet-provenance }}")
-    shown = [r for r in recs if r.status(found.path)[0] in ("current", "failed")]
+    shown = [r for r in recs if r.status(path)[0] in ("current", "failed")]
     if not shown:
         return ours + "\n"
-    tabs = [(labels["build"], ours)] + [(record_label(r), record_tab(r, found.path, labels)) for r in shown]
+    tabs = [(labels["build"], ours)] + [(record_label(r), record_tab(r, path, labels)) for r in shown]
     return "\n".join(f'=== "{label}"\n\n' + indent(body) + "\n" for label, body in tabs)
+
+
+def not_yet(path: str, found: Result | None, labels: dict) -> str:
+    """Serve only: a placeholder while the snippet runs, or its failure."""
+    if found is None:
+        return text_block(labels["running"].format(path=path), f"{labels['output']} · {path}")
+    return (f"**{labels['broke'].format(path=path)}**\n\n"
+            + text_block(found.failure(), f"stderr · {path}"))
 
 
 def indent(text: str) -> str:
@@ -134,14 +152,20 @@ def matrix_cell(rec: records.Record, path: str, labels: dict) -> str:
     return labels["current"] if state == "current" else labels["missing"]
 
 
-def provenance_table(found: list[Result], labels: dict, recs: list[records.Record]) -> str:
+def build_cell(found: Result | None, labels: dict) -> str:
+    if found is None:
+        return labels["pending"]
+    return f"✓ {found.seconds:.1f} s" if found.ok else f"✗ ({found.why()})"
+
+
+def provenance_table(found: dict[str, Result | None], labels: dict, recs: list[records.Record]) -> str:
     """Rows are snippets; columns are this build and each record."""
     head = [labels["snippet"], labels["build"]] + [record_label(r) for r in recs]
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in sorted(found, key=lambda r: r.path):
-        cells = [f"`{r.path}`", f"✓ {r.seconds:.1f} s"] + [matrix_cell(rec, r.path, labels) for rec in recs]
+    for path in sorted(found):
+        cells = [f"`{path}`", build_cell(found[path], labels)] + [matrix_cell(rec, path, labels) for rec in recs]
         rows.append("| " + " | ".join(cells) + " |")
-    env = found[0].env
+    env = next((r.env for r in found.values() if r is not None), None) or snippets.machine()
     build = f"{labels['build']}{labels['colon']}{env['device']} · torch {env['torch']} · Python {env['python']}"
     lines = [f"- {build}"] + [f"- {record_provenance(rec, labels)} (`records/{rec.name}.json`)" for rec in recs]
     return "\n".join(lines) + "\n\n" + "\n".join(rows)
@@ -155,9 +179,9 @@ def rendered(markdown: str, lang: str) -> str:
         stripped = line.strip()
         if stripped.startswith(OUTPUT_LINE) and stripped.endswith("-->"):
             path = stripped.removeprefix(OUTPUT_LINE).removesuffix("-->").strip()
-            lines.append(output_block(result(path), labels, records_now()))
+            lines.append(output_block(path, result(path), labels, records_now()))
         elif stripped == PROVENANCE_LINE:
-            found = [result(snippets.relative(p)) for p in snippets.discover()]
+            found = {snippets.relative(p): result(snippets.relative(p)) for p in snippets.discover()}
             lines.append(provenance_table(found, labels, records_now()))
         else:
             lines.append(line)

@@ -42,11 +42,24 @@ def run(path: Path, threads: int | None = None) -> Result:
     ``threads`` caps torch's intra-op threads (OMP_NUM_THREADS) unless the caller's
     environment already sets them.
     """
+    found = known(path)
+    if found is None:
+        key = cache_key(path)
+        found = _memo[(str(cache_dir()), key)] = execute(path, key, threads)
+    return found
+
+
+def known(path: Path) -> Result | None:
+    """The snippet's result if this process or the disk cache has one; never runs it.
+
+    Nothing at all is known on a fresh clone: then the machine is not even asked."""
+    if not (_memo or cache_dir().is_dir()):
+        return None
     key = cache_key(path)
     memo = (str(cache_dir()), key)
-    if memo not in _memo:
-        _memo[memo] = stored(key) or execute(path, key, threads)
-    return _memo[memo]
+    if memo not in _memo and (found := stored(key)):
+        _memo[memo] = found
+    return _memo.get(memo)
 
 
 def stored(key: str) -> Result | None:

@@ -17,6 +17,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import date
@@ -152,15 +153,23 @@ def local_sources(path: Path, seen: set[Path] | None = None) -> list[Path]:
         return []
     seen.add(path)
     found = [path]
+    for module in _imports(path, path.stat().st_mtime_ns):
+        if module.is_file():  # asked each time: a module may appear after the snippet was parsed
+            found += local_sources(module, seen)
+    return found
+
+
+@lru_cache(maxsize=512)
+def _imports(path: Path, mtime_ns: int) -> tuple[Path, ...]:
+    """Where the modules ``path`` imports would lie under snippets/, parsed again only once the
+    file changed: every build asks for every snippet's sources, and `mkdocs serve` rebuilds often."""
+    found = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         names = ([a.name for a in node.names] if isinstance(node, ast.Import)
                  else [node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
         for name in names:
-            for base in (path.parent, SNIPPETS):
-                candidate = base / (name.replace(".", "/") + ".py")
-                if candidate.is_file():
-                    found += local_sources(candidate, seen)
-    return found
+            found += [base / (name.replace(".", "/") + ".py") for base in (path.parent, SNIPPETS)]
+    return tuple(found)
 
 
 def sha256(path: Path) -> str:
@@ -172,9 +181,20 @@ def source_hashes(path: Path) -> dict[str, str]:
     return {relative(p): sha256(p) for p in local_sources(path)}
 
 
-@lru_cache(maxsize=1)
+_probing = threading.Lock()
+
+
 def machine() -> dict:
-    """Device, torch, Python, CUDA, driver, GPUs, CPU and OS of this Python's torch."""
+    """Device, torch, Python, CUDA, driver, GPUs, CPU and OS of this Python's torch.
+
+    Asked once per process (a child that imports torch: seconds), also when a thread
+    started it early (sitebuild/background.py) and another asks meanwhile."""
+    with _probing:
+        return _machine()
+
+
+@lru_cache(maxsize=1)
+def _machine() -> dict:
     out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
                          timeout=DEFAULT_TIMEOUT, check=True)
     return json.loads(out.stdout)

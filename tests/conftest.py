@@ -1,8 +1,10 @@
 """Shared fixtures: one strict build per test session, offline where the machine allows.
 
-The session starts with empty snippet and lab caches, so the build really runs
-every snippet and lab, once, with no network (``unshare -n`` with only loopback
-up). The snippet tests then read those results from the cache; a snippet that
+`make test-all` (and CI) starts with empty snippet and lab caches, so the build really
+runs every snippet and lab, once, with no network (``unshare -n`` with only loopback
+up). `make test` (``CHECK_CACHE=1``) uses the build cache instead, as `make serve`
+does, and skips the expensive checks that passed on the same inputs
+(tests/check_cache.py). The snippet tests then read those results from the cache; a snippet that
 failed is not cached, so its test runs it again and reports its own error.
 """
 
@@ -18,14 +20,56 @@ from pathlib import Path
 import pytest
 
 from sitebuild import results, snippets
+from tests import check_cache
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def pytest_configure(config):
-    os.environ["SNIPPET_CACHE_DIR"] = tempfile.mkdtemp(prefix="snippet-cache-")
-    os.environ["LAB_CACHE_DIR"] = tempfile.mkdtemp(prefix="lab-cache-")  # sitebuild/labs.py
+    """Empty snippet and lab caches (`make test-all`, CI), or the build's own (`make test`)."""
+    config.addinivalue_line("markers", "reads(*paths): the files a test's outcome depends on "
+                                       "(tests/check_cache.py); `make test` skips it while it passed on them")
+    if check_cache.enabled():  # the build cache, named, so that the builds of copies share it too
+        from sitebuild import labs
+
+        os.environ.setdefault("SNIPPET_CACHE_DIR", str(results.cache_dir()))
+        os.environ.setdefault("LAB_CACHE_DIR", str(labs.EXECUTED))
+    else:
+        os.environ["SNIPPET_CACHE_DIR"] = tempfile.mkdtemp(prefix="snippet-cache-")
+        os.environ["LAB_CACHE_DIR"] = tempfile.mkdtemp(prefix="lab-cache-")  # sitebuild/labs.py
     os.environ["NO_MKDOCS_2_WARNING"] = "1"
+
+
+KEPT_CODE = [Path(__file__), Path(check_cache.__file__), Path(snippets.__file__)]
+
+
+def kept_key(item) -> str | None:
+    """The key of a test marked ``reads``: its id, the files it reads, its module, the machine."""
+    mark = item.get_closest_marker("reads")
+    if mark is None:
+        return None
+    return check_cache.key(f"test {item.nodeid}", check_cache.tree(*mark.args), [item.path, *KEPT_CODE])
+
+
+def kept(item) -> bool:
+    """Whether `make test` skips this test: it passed before on the same inputs."""
+    key = kept_key(item) if check_cache.enabled() else None
+    return bool(key) and check_cache.get(key) is not None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Before any fixture: under `make test`, a marked test that passed on the same inputs is skipped."""
+    if kept(item):
+        pytest.skip("passed before on the same files, machine and code (tests/check_cache.py); "
+                    "make test-all runs it")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = (yield).get_result()
+    if report.when == "call" and report.passed and check_cache.enabled() and (key := kept_key(item)):
+        check_cache.put(key, True)
 
 
 COLLECTED: set[str] = set()  # the test files this session runs
@@ -44,14 +88,32 @@ def background(key: str, work, *args) -> Future:
     return JOBS[key]
 
 
+# Test files whose subject is the snippets' behaviour (run under other settings, other
+# devices, torchrun), and the one that checks the CPU profiles take effect: what they read.
+READS = {name: ("snippets",) for name in ("test_arrays.py", "test_compile.py", "test_gpu.py", "test_multi_gpu.py",
+                                           "test_one_gpu.py", "test_practice.py", "test_triton.py")}
+# Builds that test the machinery, not the prose: faults injected into copies of the project,
+# and the same site built by a second engine. No sentence of a page can change their outcome.
+MACHINERY = ("mkdocs.yml", "overrides", "hooks", "sitebuild", "records", "snippets")
+READS.update({"test_serve.py": MACHINERY, "test_bad_input.py": MACHINERY, "test_properdocs.py": MACHINERY})
+READS_TEST = {"test_profile_really_changes_the_kernels": (),  # torch and the machine only
+              "test_a_run_on_this_cpu_becomes_a_record_the_build_shows": ("notebooks", "snippets", "sitebuild")}
+
+
 def pytest_collection_modifyitems(items):
     """The browser's page checks last: they run in the background (tests/test_browser.py)
-    and every other test runs meanwhile, instead of leaving a core idle at the end."""
+    and every other test runs meanwhile, instead of leaving a core idle at the end.
+    And the ``reads`` marks of READS and READS_TEST."""
     items.sort(key=lambda item: getattr(item, "originalname", "") == "test_page_in_browser")
+    for item in items:
+        paths = READS.get(item.path.name, READS_TEST.get(getattr(item, "originalname", "")))
+        if paths is not None:
+            item.add_marker(pytest.mark.reads(*paths))
 
 
 def start_jobs(modules: list[str], *args):
-    """``tests.<module>.start(*args)`` for each of these test files this session runs."""
+    """``tests.<module>.start(*args)`` for each of these test files this session runs, unless
+    `make test` skips every one of its tests (passed on the same inputs: tests/check_cache.py)."""
     for module in modules:
         if f"{module}.py" in COLLECTED:
             importlib.import_module(f"tests.{module}").start(*args)
@@ -59,13 +121,14 @@ def start_jobs(modules: list[str], *args):
 
 def pytest_collection_finish(session):
     """Start the CPU-profile runs now, in the background (tests/test_cpu_profiles.py)."""
-    COLLECTED.update(item.path.name for item in session.items)
+    COLLECTED.update(item.path.name for item in session.items if not kept(item))
     start_jobs(["test_cpu_profiles"])
 
 
 def pytest_unconfigure(config):
-    shutil.rmtree(os.environ["SNIPPET_CACHE_DIR"], ignore_errors=True)
-    shutil.rmtree(os.environ["LAB_CACHE_DIR"], ignore_errors=True)
+    if not check_cache.enabled():
+        shutil.rmtree(os.environ["SNIPPET_CACHE_DIR"], ignore_errors=True)
+        shutil.rmtree(os.environ["LAB_CACHE_DIR"], ignore_errors=True)
 
 
 # The repository the page actions link to in the test build; the Pages workflow sets the real one.

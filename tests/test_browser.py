@@ -11,6 +11,7 @@ test-artifacts/).
 import asyncio
 import functools
 import http.server
+import re
 import threading
 from concurrent.futures import Future
 from pathlib import Path
@@ -23,6 +24,7 @@ from playwright.async_api import async_playwright
 from playwright.sync_api import sync_playwright
 
 from sitebuild import output_blocks, records
+from tests import check_cache
 from tests.conftest import ROOT, background
 from tests.pages import en_pages, url_path
 
@@ -169,22 +171,47 @@ async def check_tab(tab, server, path) -> list[str]:
     return problems
 
 
-def check_all(server) -> dict[str, list[str]]:
+def check_all(server, site: Path) -> dict[str, list[str]]:
     """Every page checked, four tabs at a time: most of a page check is waiting.
 
     The tabs share one browser context: a fresh context per page cost about 40 %
     more CPU (axe-core's script compiled anew each time), and a page check changes no
-    state that another could see.
+    state that another could see. Under `make test`, a page that passed is not checked
+    again until its HTML or a file it loads changes (tests/check_cache.py).
     """
+    keys = {path: page_key(site, path) for path in PATHS}
+    reports = {path: [] for path in PATHS if check_cache.get(keys[path]) is not None}
+    todo = [path for path in PATHS if path not in reports]
+
     async def run():
         async with async_playwright() as playwright:
             browser = await playwright.chromium.launch(executable_path=chromium(), args=FLAGS)
             context = await browser.new_context()
             slots = asyncio.Semaphore(4)
-            reports = await asyncio.gather(*(check_page(context, server, p, slots) for p in PATHS))
+            found = await asyncio.gather(*(check_page(context, server, p, slots) for p in todo))
             await browser.close()
-        return dict(zip(PATHS, reports))
-    return asyncio.run(run())
+        return dict(zip(todo, found))
+    reports.update(asyncio.run(run()) if todo else {})
+    for path in todo:
+        if not reports[path]:
+            check_cache.put(keys[path], [])
+    return reports
+
+
+LOADED = re.compile(r'(?:<link[^>]*\shref|\ssrc)="([^"#?:]+)')  # styles, scripts, images
+LINKED = re.compile(r'<a\s[^>]*href="([^"#?:]+)')
+
+
+def page_key(site: Path, path: str) -> str:
+    """The page's HTML, every local file it loads, and whether each page it links exists."""
+    html = site / (path if path.endswith(".html") else path + "index.html")
+    text = html.read_text(encoding="utf-8")
+    local = lambda ref: (html.parent / ref).resolve()
+    loaded = {ref: check_cache.digest(local(ref).read_bytes()) if local(ref).is_file() else "missing"
+              for ref in sorted(set(LOADED.findall(text)))}
+    linked = sorted(ref for ref in set(LINKED.findall(text)) if not local(ref).exists())
+    return check_cache.key(f"page {path}", [check_cache.digest(text.encode()), loaded, linked, axe_options(path)],
+                           [Path(__file__)])
 
 
 def start(site: Path) -> Future:
@@ -193,7 +220,7 @@ def start(site: Path) -> Future:
     They keep both cores busy for about a minute; conftest.py moves their test items
     to the end of the session, so that the other tests run meanwhile.
     """
-    return background("page checks", check_all, serve(site))
+    return background("page checks", check_all, serve(site), site)
 
 
 @pytest.fixture(scope="session")

@@ -14,6 +14,8 @@ machine's torch take the code paths of such a CPU:
 as each library reports it on this CPU. Each
 snippet must also finish within half its timeout, which is what its time budget is
 for. Each snippet's seconds are written to ``test-artifacts/cpu-profiles.txt``.
+Under `make test`, a snippet that passed under a profile is not run again under it
+until it, a module it imports, this file or the machine changes (tests/check_cache.py).
 
 The runs start as soon as the tests are collected (``start``, from conftest.py), in
 the background, side by side: the build and the later tests leave a core idle at
@@ -22,6 +24,7 @@ variables; CI's EPYC is the avx2 profile), the build's own runs of the snippets 
 that profile's runs, and they are not repeated.
 """
 
+import dataclasses
 import os
 import platform
 import re
@@ -34,7 +37,10 @@ from pathlib import Path
 
 import pytest
 from sitebuild import snippets
+from tests import check_cache
 from tests.conftest import ROOT, background
+
+CODE = [Path(__file__), Path(snippets.__file__)]  # a change to either reruns the profiles
 
 PROFILES = snippets.CPU_PROFILES
 # What each profile must show, where the CPU has at least that much.
@@ -49,11 +55,20 @@ torch.nn.functional.conv2d(torch.randn(1, 64, 56, 56), torch.randn(64, 64, 3, 3)
 
 
 def run_profile(name: str) -> list[snippets.Result]:
+    """Every snippet under the profile; under `make test`, only those whose sources changed
+    since they last passed under it (tests/check_cache.py)."""
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for path in snippets.discover():
-            outdir = snippets.output_dir(Path(tmp), path)
-            results.append(snippets.execute(path, outdir, env=PROFILES[name]))
+            key = check_cache.key(f"profile {name}", [PROFILES[name], snippets.source_hashes(path)], CODE)
+            kept = check_cache.get(key)
+            if kept is not None:
+                results.append(snippets.Result(**{**kept, "cached": True}))
+                continue
+            result = snippets.execute(path, snippets.output_dir(Path(tmp), path), env=PROFILES[name])
+            if result.ok:
+                check_cache.put(key, dataclasses.asdict(result))
+            results.append(result)
     return results
 
 
@@ -76,7 +91,8 @@ def profile_runs(request) -> dict[str, list[snippets.Result]]:
             source = " (the build's own runs: this process already runs as this profile)"
         lines.append(f"== {name}: " + " ".join(f"{k}={v}" for k, v in PROFILES[name].items()) + source)
         lines += [f"{r.seconds:7.1f} s / {r.timeout:3d} s  {r.path}  "
-                  f"{'ok' if r.ok else 'FAILED: ' + r.why()}" for r in runs[name]]
+                  f"{'ok' if r.ok else 'FAILED: ' + r.why()}{' (kept: passed before)' if r.cached else ''}"
+                  for r in runs[name]]
         lines.append(f"{sum(r.seconds for r in runs[name]):7.1f} s in all")
     artifacts = ROOT / "test-artifacts"
     artifacts.mkdir(exist_ok=True)

@@ -161,7 +161,7 @@ def fake_build():
 def test_output_tabs_show_current_and_failed_records_only(fake_build, lang):
     ours, made = fake_build
     labels = output_blocks.LABELS[lang]
-    block = output_blocks.output_block(ours[1], labels, made)
+    block = output_blocks.output_block(ours[1].path, ours[1], labels, made)
     tabs = [line for line in block.splitlines() if line.startswith("=== ")]
     assert tabs == [f'=== "{labels["build"]}"', '=== "GPU A · 2026-12-03"', '=== "GPU B · 2026-12-03"']
     assert block.index("this build: snippets/pytorch/tensors.py") < block.index("from GPU A")
@@ -175,13 +175,28 @@ def test_output_tabs_show_current_and_failed_records_only(fake_build, lang):
 def test_verified_on_matrix_has_a_column_per_record(fake_build, lang):
     ours, made = fake_build
     labels = output_blocks.LABELS[lang]
-    table = output_blocks.provenance_table(ours, labels, made)
+    table = output_blocks.provenance_table({r.path: r for r in ours}, labels, made)
     row = next(line for line in table.splitlines() if line.startswith("| `snippets/pytorch/tensors.py`"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[2:] == ["✓", "✗ (1)", f"{labels['stale']} (2026-12-03; {labels['changed']}{labels['colon']}"
                                          "`snippets/pytorch/tensors.py`)"]
     other = next(line for line in table.splitlines() if line.startswith("| `snippets/pytorch/nn.py`"))
     assert other.count(labels["missing"]) == 3
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_under_serve_a_pending_snippet_says_running_and_a_failed_one_shows_why(fake_build, lang):
+    """sitebuild/background.py: what a page shows before a result exists, and a failure."""
+    ours, made = fake_build
+    labels = output_blocks.LABELS[lang]
+    path = "snippets/pytorch/nn.py"
+    pending = output_blocks.output_block(path, None, labels, made)
+    assert labels["running"].format(path=path) in pending and "this build" not in pending
+    failed = snippets.Result(path, 1, "", "Traceback\nRuntimeError: injected fault 31\n", 1.0, 120, ours[0].env)
+    shown = output_blocks.output_block(path, failed, labels, made)
+    assert labels["broke"].format(path=path) in shown and "RuntimeError: injected fault 31" in shown
+    table = output_blocks.provenance_table({path: None, ours[1].path: failed}, labels, made)
+    assert f"| `{path}` | {labels['pending']} |" in table and "✗ (exited with code 1)" in table
 
 
 EXTENSIONS = ["sitebuild.output_blocks", "attr_list", "pymdownx.superfences", "pymdownx.tabbed"]

@@ -1,0 +1,67 @@
+"""`make serve` as a writer meets it (sitebuild/background.py): the site first, results later.
+
+A copy of the project gets two new snippets, one that prints and one that fails, shown on
+the tensors page in both languages. Every other snippet and lab is already in the
+session's caches, so the copy's serve runs only those two. The served pages must say
+"running…" / 「运行中…」 first, then, without any request from us, rebuild with the real
+output and with the failure on the page; a prose edit must then be served too. That the
+strict build still stops on a failing snippet is tests/test_bad_input.py's first fault.
+"""
+
+import os
+import time
+import uuid
+
+import pytest
+from sitebuild import background
+from tests.serving import Served, fresh_copy
+
+PAGE = "docs/pytorch/tensors"
+RUN = uuid.uuid4().hex  # in the sources: a result kept from an earlier session cannot answer
+WORKS = f'print("served", 6 * 7)  # {RUN}\n'
+FAILS = f'raise RuntimeError("injected fault 2718")  # {RUN}\n'
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory, build):
+    """The copy, once the session's build has filled the caches it shares."""
+    folder = fresh_copy(tmp_path_factory.mktemp("serve"))
+    (folder / "snippets" / "serve_demo").mkdir()
+    (folder / "snippets" / "serve_demo" / "works.py").write_text(WORKS, encoding="utf-8")
+    (folder / "snippets" / "serve_demo" / "fails.py").write_text(FAILS, encoding="utf-8")
+    for page in (f"{PAGE}.md", f"{PAGE}.zh.md"):
+        with open(folder / page, "a", encoding="utf-8") as text:
+            text.write("\n<!-- output: snippets/serve_demo/works.py -->\n\n<!-- output: snippets/serve_demo/fails.py -->\n")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def served(project):
+    server = Served(project, dict(os.environ))  # with the session's caches (conftest.py names them)
+    server.until("Serving on", limit=300)
+    yield server
+    server.stop()
+
+
+def test_pages_say_running_then_reload_with_the_output_and_the_failure(served):
+    first_en, first_zh = served.page("pytorch/tensors/"), served.page("zh/pytorch/tensors/")
+    assert "running… snippets/serve_demo/works.py" in first_en
+    assert "运行中…snippets/serve_demo/works.py" in first_zh
+    assert "served 42" not in first_en
+    served.until(background.DONE, limit=300)
+    served.until("Reloading browsers", limit=300)
+    for path in ("pytorch/tensors/", "zh/pytorch/tensors/"):
+        page = served.page(path)
+        assert "served 42" in page and "running…" not in page and "运行中…" not in page
+        assert "snippets/serve_demo/fails.py exited with code 1" in page
+        assert "RuntimeError: injected fault 2718" in page
+
+
+def test_a_prose_edit_is_served(served, project):
+    sentence = "A sentence the server must pick up."
+    with open(project / "docs" / "index.md", "a", encoding="utf-8") as text:
+        text.write(f"\n{sentence}\n")
+    deadline = time.monotonic() + 120
+    while sentence not in served.page():
+        assert time.monotonic() < deadline, "the edit was not served within 120 s:\n" + "".join(served.log[-20:])
+        time.sleep(0.5)
