@@ -11,12 +11,14 @@ A snippet may carry a line ``# snippet: timeout=300 serial``: its timeout in sec
 from __future__ import annotations
 
 import ast
+import getpass
 import hashlib
 import json
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -210,6 +212,7 @@ def execute(path: Path, outdir: Path, env: dict | None = None, timeout: int | No
     timeout = timeout or options(path)[0]
     environ = dict(os.environ, SNIPPET_OUTPUT_DIR=str(outdir), MPLBACKEND="Agg",
                    PYTHONUNBUFFERED="1") | (env or {})
+    environ |= inductor_cache(environ)
     start = time.perf_counter()
     proc = subprocess.Popen([sys.executable, str(path)], cwd=ROOT, env=environ, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
@@ -227,6 +230,20 @@ def execute(path: Path, outdir: Path, env: dict | None = None, timeout: int | No
         stdout, stderr = proc.communicate()
     return Result(relative(path), code, stdout, stderr, round(time.perf_counter() - start, 2),
                   timeout, machine(), figures=sorted(p.name for p in outdir.iterdir()))
+
+
+def inductor_cache(environ: dict) -> dict:
+    """Its own Inductor cache for each ATEN_CPU_CAPABILITY, unless the caller chose one.
+
+    torch 2.13's FX graph cache key leaves out the vector ISA that this variable picks
+    (torch/_inductor/codecache.py, FxGraphHashDetails): on an AVX-512 Xeon, GELU compiled
+    under the avx2 profile and loaded from the shared cache by a native run gave 8 wrong
+    values of 2**20, and the other way round half of them."""
+    capability = environ.get("ATEN_CPU_CAPABILITY")
+    if capability is None or "TORCHINDUCTOR_CACHE_DIR" in environ:
+        return {}
+    folder = Path(tempfile.gettempdir()) / f"torchinductor_{getpass.getuser()}_{capability}"
+    return {"TORCHINDUCTOR_CACHE_DIR": str(folder)}
 
 
 def output_dir(base: Path, path: Path) -> Path:

@@ -40,3 +40,20 @@ def test_options_are_read(tmp_path):
     assert snippets.options(snippet) == (7, True)
     snippet.write_text("print(1)\n")
     assert snippets.options(snippet) == (snippets.DEFAULT_TIMEOUT, False)
+
+
+def test_each_cpu_capability_gets_its_own_inductor_cache(tmp_path, monkeypatch):
+    """Inductor's FX graph cache would hand code built for one ISA to a run under another
+    (snippets.inductor_cache); a cache the caller chose is left alone."""
+    monkeypatch.setattr(snippets, "ROOT", tmp_path)
+    snippet = tmp_path / "where.py"
+    snippet.write_text('import os\nprint(os.environ.get("TORCHINDUCTOR_CACHE_DIR"))\n')
+
+    def cache_dir(env):
+        result = snippets.execute(snippet, tmp_path, env=env)
+        assert result.ok, result.failure()
+        return result.stdout.strip()
+
+    avx2, default = (cache_dir(snippets.CPU_PROFILES[name]) for name in ("avx2", "old-laptop"))
+    assert avx2 != default and avx2.endswith("_avx2") and default.endswith("_default")
+    assert cache_dir({"ATEN_CPU_CAPABILITY": "avx2", "TORCHINDUCTOR_CACHE_DIR": "mine"}) == "mine"
