@@ -233,17 +233,19 @@ def execute(path: Path, outdir: Path, env: dict | None = None, timeout: int | No
 
 
 def inductor_cache(environ: dict) -> dict:
-    """Its own Inductor cache for each ATEN_CPU_CAPABILITY, unless the caller chose one.
+    """Under ATEN_CPU_CAPABILITY, an Inductor cache of that capability's own.
 
     torch 2.13's FX graph cache key leaves out the vector ISA that this variable picks
     (torch/_inductor/codecache.py, FxGraphHashDetails): on an AVX-512 Xeon, GELU compiled
     under the avx2 profile and loaded from the shared cache by a native run gave 8 wrong
-    values of 2**20, and the other way round half of them."""
+    values of 2**20, and the other way round half of them. The folder given, or torch's
+    default (which torch also writes into os.environ once it has used it), gets a suffix."""
     capability = environ.get("ATEN_CPU_CAPABILITY")
-    if capability is None or "TORCHINDUCTOR_CACHE_DIR" in environ:
+    if capability is None:
         return {}
-    folder = Path(tempfile.gettempdir()) / f"torchinductor_{getpass.getuser()}_{capability}"
-    return {"TORCHINDUCTOR_CACHE_DIR": str(folder)}
+    base = environ.get("TORCHINDUCTOR_CACHE_DIR") or str(
+        Path(tempfile.gettempdir()) / f"torchinductor_{getpass.getuser()}")
+    return {"TORCHINDUCTOR_CACHE_DIR": f"{base}_{capability}"}
 
 
 def output_dir(base: Path, path: Path) -> Path:

@@ -44,7 +44,7 @@ def test_options_are_read(tmp_path):
 
 def test_each_cpu_capability_gets_its_own_inductor_cache(tmp_path, monkeypatch):
     """Inductor's FX graph cache would hand code built for one ISA to a run under another
-    (snippets.inductor_cache); a cache the caller chose is left alone."""
+    (snippets.inductor_cache), the folder torch itself put in os.environ included."""
     monkeypatch.setattr(snippets, "ROOT", tmp_path)
     snippet = tmp_path / "where.py"
     snippet.write_text('import os\nprint(os.environ.get("TORCHINDUCTOR_CACHE_DIR"))\n')
@@ -56,4 +56,5 @@ def test_each_cpu_capability_gets_its_own_inductor_cache(tmp_path, monkeypatch):
 
     avx2, default = (cache_dir(snippets.CPU_PROFILES[name]) for name in ("avx2", "old-laptop"))
     assert avx2 != default and avx2.endswith("_avx2") and default.endswith("_default")
-    assert cache_dir({"ATEN_CPU_CAPABILITY": "avx2", "TORCHINDUCTOR_CACHE_DIR": "mine"}) == "mine"
+    assert cache_dir({"ATEN_CPU_CAPABILITY": "avx2", "TORCHINDUCTOR_CACHE_DIR": "mine"}) == "mine_avx2"
+    assert cache_dir({"TORCHINDUCTOR_CACHE_DIR": "mine"}) == "mine"
