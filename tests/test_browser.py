@@ -15,7 +15,7 @@ import re
 import threading
 from concurrent.futures import Future
 from pathlib import Path
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import quote, urljoin, urlsplit
 
 import pytest
 from axe_playwright_python.async_playwright import Axe as AsyncAxe
@@ -23,9 +23,9 @@ from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import async_playwright
 from playwright.sync_api import sync_playwright
 
-from sitebuild import output_blocks, records
+from sitebuild import output_blocks, page_actions, records
 from tests import check_cache
-from tests.conftest import ROOT, background
+from tests.conftest import REPO_URL, ROOT, background
 from tests.pages import en_pages, url_path
 
 CHROMIUM = "/usr/bin/chromium"
@@ -205,13 +205,19 @@ LINKED = re.compile(r'<a\s[^>]*href="([^"#?:]+)')
 def page_key(site: Path, path: str) -> str:
     """The page's HTML, every local file it loads, and whether each page it links exists."""
     html = site / (path if path.endswith(".html") else path + "index.html")
-    text = html.read_text(encoding="utf-8")
+    text = without_commit(html.read_text(encoding="utf-8"), page_actions.build_facts()["commit"])
     local = lambda ref: (html.parent / ref).resolve()
     loaded = {ref: check_cache.digest(local(ref).read_bytes()) if local(ref).is_file() else "missing"
               for ref in sorted(set(LOADED.findall(text)))}
     linked = sorted(ref for ref in set(LINKED.findall(text)) if not local(ref).exists())
     return check_cache.key(f"page {path}", [check_cache.digest(text.encode()), loaded, linked, axe_options(path)],
                            [Path(__file__)])
+
+
+def without_commit(text: str, commit: str) -> str:
+    """Every page's "report a problem" link names the commit (and "+ uncommitted changes"):
+    kept in the key, each commit and the first edit after it would re-check every page."""
+    return text.replace(quote(commit, safe=""), "")
 
 
 def start(site: Path) -> Future:
@@ -231,6 +237,18 @@ def page_reports(site):
 @pytest.mark.parametrize("path", PATHS)
 def test_page_in_browser(page_reports, path):
     assert not page_reports[path], "\n".join(page_reports[path])
+
+
+def test_page_key_ignores_the_commit_and_follows_the_text():
+    """A new commit, or the first edit after it, must not re-check pages it did not change."""
+    def page(commit: str, text: str) -> str:
+        facts = {"commit": commit, "device": "cpu", "torch": "2", "date": "2026-12-05"}
+        link = page_actions.report_url(REPO_URL, "T", "http://127.0.0.1/", "zh", facts)
+        return without_commit(f'<a href="{link}">report</a><p>{text}</p>', commit)
+
+    first = page("a" * 40, "Tensors")
+    assert page("b" * 40 + " + uncommitted changes", "Tensors") == first
+    assert page("b" * 40, "Tensors, changed") != first
 
 
 @pytest.mark.parametrize("path", ["gpu/check_gpu/", "zh/gpu/check_gpu/"])
