@@ -24,6 +24,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import shutil
 from functools import lru_cache
 from pathlib import Path
 
@@ -60,6 +62,16 @@ def tree(*paths: str) -> dict[str, str]:
     return found
 
 
+LOADED = re.compile(r'(?:<link[^>]*\shref|\ssrc)="([^"#?:]+)')  # styles, scripts, images
+
+
+def loaded(html: Path, text: str) -> dict[str, str]:
+    """sha256 of each local file that the page ``text`` (found at ``html``) loads, by reference."""
+    local = lambda ref: (html.parent / ref).resolve()
+    return {ref: digest(local(ref).read_bytes()) if local(ref).is_file() else "missing"
+            for ref in sorted(set(LOADED.findall(text)))}
+
+
 def get(found: str):
     """The kept result of a passed check, or None (also whenever the cache is off)."""
     file = CACHE / found / "result.json"
@@ -68,10 +80,17 @@ def get(found: str):
     return json.loads(file.read_text(encoding="utf-8"))
 
 
-def put(found: str, result):
-    """Keep a passed check's result under its key."""
+def put(found: str, result, files: tuple[Path, ...] = ()):
+    """Keep a passed check's result under its key, with copies of the files it made."""
     if not enabled():
         return
     folder = CACHE / found
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "result.json").write_text(json.dumps(result), encoding="utf-8")
+    for made in files:
+        shutil.copy2(made, folder / made.name)
+    (folder / "result.json").write_text(json.dumps(result), encoding="utf-8")  # last: all there
+
+
+def kept_file(found: str, name: str) -> Path:
+    """A file that ``put`` kept with the result under this key."""
+    return CACHE / found / name

@@ -198,7 +198,6 @@ def check_all(server, site: Path) -> dict[str, list[str]]:
     return reports
 
 
-LOADED = re.compile(r'(?:<link[^>]*\shref|\ssrc)="([^"#?:]+)')  # styles, scripts, images
 LINKED = re.compile(r'<a\s[^>]*href="([^"#?:]+)')
 
 
@@ -206,11 +205,9 @@ def page_key(site: Path, path: str) -> str:
     """The page's HTML, every local file it loads, and whether each page it links exists."""
     html = site / (path if path.endswith(".html") else path + "index.html")
     text = without_commit(html.read_text(encoding="utf-8"), page_actions.build_facts()["commit"])
-    local = lambda ref: (html.parent / ref).resolve()
-    loaded = {ref: check_cache.digest(local(ref).read_bytes()) if local(ref).is_file() else "missing"
-              for ref in sorted(set(LOADED.findall(text)))}
-    linked = sorted(ref for ref in set(LINKED.findall(text)) if not local(ref).exists())
-    return check_cache.key(f"page {path}", [check_cache.digest(text.encode()), loaded, linked, axe_options(path)],
+    linked = sorted(ref for ref in set(LINKED.findall(text)) if not (html.parent / ref).resolve().exists())
+    return check_cache.key(f"page {path}", [check_cache.digest(text.encode()), check_cache.loaded(html, text),
+                                            linked, axe_options(path)],
                            [Path(__file__)])
 
 

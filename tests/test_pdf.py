@@ -3,17 +3,22 @@
 Both languages are printed once per session from the session's build (about 16 s on
 2 cores), then read back with pdftotext, pdfinfo and pdffonts (poppler-utils). The
 printing starts in the background as soon as the build is done (``start``, called by
-conftest.py), so that it fills the cores the tests in between leave idle.
+conftest.py), so that it fills the cores the tests in between leave idle. Under
+`make test`, a language whose print page and the files it loads are unchanged since its
+PDF passed gets that PDF back instead (tests/check_cache.py); the checks below read it.
 """
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from concurrent.futures import Future, wait
+from pathlib import Path
 
 import pytest
 from sitebuild import pdf, print_pages
+from tests import check_cache
 from tests.conftest import JOBS, ROOT, background
 from tests.pages import DOCS, headings, outputs, twin
 
@@ -40,7 +45,26 @@ def title(page) -> str:
 
 
 def start(site) -> Future:
-    return background("pdfs", pdf.render, site)
+    return background("pdfs", printed, site)
+
+
+def printed(site: Path) -> dict[str, Path]:
+    """Each language's PDF: printed now, or kept from a print of the same inputs."""
+    keys = {}
+    for lang in pdf.LANGS:
+        page = pdf.source(site, lang)
+        text = page.read_text(encoding="utf-8") if page.is_file() else ""
+        keys[lang] = check_cache.key(f"pdf {lang}", [check_cache.digest(text.encode()), check_cache.loaded(page, text)],
+                                     [Path(pdf.__file__), Path(__file__)])
+    todo = [lang for lang in pdf.LANGS if check_cache.get(keys[lang]) is None]
+    written = pdf.render(site, todo) if todo else {}
+    for lang in pdf.LANGS:
+        if lang in written:
+            check_cache.put(keys[lang], {"pdf": written[lang].name}, files=(written[lang],))
+        else:
+            written[lang] = Path(shutil.copy2(check_cache.kept_file(keys[lang], pdf.target(site, lang).name),
+                                              pdf.target(site, lang)))
+    return {lang: written[lang] for lang in pdf.LANGS}
 
 
 @pytest.fixture(scope="session")
@@ -113,6 +137,32 @@ def test_offered_on_each_home_page(site, pdfs, monkeypatch):
         link = print_pages.with_download(print_pages.MARKER, lang, url)
         href = re.search(r'<a class="md-button" href="([^"]+\.pdf)" download>', link)
         assert href and (home.parent / href.group(1)).resolve() == pdfs[lang][0].resolve()
+
+
+def test_only_a_changed_print_page_is_printed_again(tmp_path, monkeypatch):
+    """Under `make test` (tests/check_cache.py): the other language's PDF comes back as it was."""
+    monkeypatch.setenv("CHECK_CACHE", "1")
+    monkeypatch.setattr(check_cache, "CACHE", tmp_path / "checks")
+    site, calls = tmp_path / "site", []
+
+    def render(site, langs):
+        calls.append(list(langs))
+        for lang in langs:
+            pdf.target(site, lang).write_bytes(b"%PDF " + pdf.source(site, lang).read_bytes())
+        return {lang: pdf.target(site, lang) for lang in langs}
+
+    monkeypatch.setattr(pdf, "render", render)
+    for lang in pdf.LANGS:
+        pdf.source(site, lang).parent.mkdir(parents=True, exist_ok=True)
+        pdf.source(site, lang).write_text(f"<p>{lang}</p>", encoding="utf-8")
+    printed(site)
+    pdf.source(site, "zh").write_text("<p>zh, edited</p>", encoding="utf-8")
+    for lang in pdf.LANGS:
+        pdf.target(site, lang).unlink()
+    written = printed(site)
+    assert calls == [["en", "zh"], ["zh"]]
+    assert written["en"].read_bytes() == b"%PDF <p>en</p>"
+    assert written["zh"].read_bytes() == b"%PDF <p>zh, edited</p>"
 
 
 # --- bad input: missing fonts fail, never ship boxes -------------------------------------
