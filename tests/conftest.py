@@ -120,7 +120,10 @@ def start_jobs(modules: list[str], *args):
 
 
 def pytest_collection_finish(session):
-    """Start the CPU-profile runs now, in the background (tests/test_cpu_profiles.py)."""
+    """Start the CPU-profile runs now, in the background (tests/test_cpu_profiles.py);
+    not for `pytest --collect-only`, which would wait minutes for them at exit."""
+    if session.config.option.collectonly:
+        return
     COLLECTED.update(item.path.name for item in session.items if not kept(item))
     start_jobs(["test_cpu_profiles"])
 
