@@ -73,7 +73,7 @@ def execute(path: Path, key: str, threads: int | None) -> Result:
     env = {"OMP_NUM_THREADS": str(threads)} if threads and "OMP_NUM_THREADS" not in os.environ else {}
     entry = cache_dir() / key
     with tempfile.TemporaryDirectory() as tmp:
-        result = snippets.execute(path, snippets.output_dir(Path(tmp) / "generated", path), env)
+        result = snippets.execute(path, snippets.output_dir(Path(tmp) / "generated", path), env, preloaded=True)
         if result.ok:
             (Path(tmp) / "result.json").write_text(json.dumps(asdict(result), indent=1), encoding="utf-8")
             entry.parent.mkdir(parents=True, exist_ok=True)

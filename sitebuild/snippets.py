@@ -26,6 +26,8 @@ from datetime import date
 from functools import lru_cache
 from pathlib import Path
 
+from sitebuild import forkserver
+
 ROOT = Path(__file__).resolve().parent.parent
 SNIPPETS = ROOT / "snippets"
 DEFAULT_TIMEOUT = 120
@@ -202,18 +204,33 @@ def _machine() -> dict:
     return json.loads(out.stdout)
 
 
-def execute(path: Path, outdir: Path, env: dict | None = None, timeout: int | None = None) -> Result:
+def execute(path: Path, outdir: Path, env: dict | None = None, timeout: int | None = None,
+            preloaded: bool = False) -> Result:
     """Run one snippet in its own process group; kill the whole group when it ends.
 
     ``env`` is added to this process's environment (for example a CPU profile, or
     ``OMP_NUM_THREADS``); figures land in ``outdir`` ($SNIPPET_OUTPUT_DIR). ``timeout``
-    replaces the snippet's own (a recorder's time budget may leave less).
+    replaces the snippet's own (a recorder's time budget may leave less). ``preloaded``:
+    forked from a process that has imported torch already (sitebuild/forkserver.py), on Linux.
     """
     timeout = timeout or options(path)[0]
     environ = dict(os.environ, SNIPPET_OUTPUT_DIR=str(outdir), MPLBACKEND="Agg",
                    PYTHONUNBUFFERED="1") | (env or {})
     environ |= inductor_cache(environ)
     start = time.perf_counter()
+    ran = None
+    if preloaded and forkserver.AVAILABLE:
+        try:
+            ran = forkserver.run(path, environ, ROOT, timeout)
+        except forkserver.ServerGone:  # torch does not import there, say: a fresh run says why
+            pass
+    code, stdout, stderr = ran or fresh(path, environ, timeout)
+    return Result(relative(path), code, stdout, stderr, round(time.perf_counter() - start, 2),
+                  timeout, machine(), figures=sorted(p.name for p in outdir.iterdir()))
+
+
+def fresh(path: Path, environ: dict, timeout: int) -> tuple[int | None, str, str]:
+    """``python <path>``: (exit code or None at the timeout, stdout, stderr)."""
     proc = subprocess.Popen([sys.executable, str(path)], cwd=ROOT, env=environ, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     try:
@@ -228,8 +245,7 @@ def execute(path: Path, outdir: Path, env: dict | None = None, timeout: int | No
             pass
     if code is None:
         stdout, stderr = proc.communicate()
-    return Result(relative(path), code, stdout, stderr, round(time.perf_counter() - start, 2),
-                  timeout, machine(), figures=sorted(p.name for p in outdir.iterdir()))
+    return code, stdout, stderr
 
 
 def inductor_cache(environ: dict) -> dict:

@@ -1,4 +1,6 @@
-"""Every snippet runs as a reader runs it (``python snippets/...py``) on weaker CPUs.
+"""Every snippet runs as the build runs it, on weaker CPUs: forked from an interpreter that
+imported torch under the profile's variables, which prints what ``python snippets/...py`` prints
+(sitebuild/forkserver.py, tests/test_forkserver.py).
 
 CI and readers do not share one CPU model: one CI host is a Xeon with AMX, another an
 AMD EPYC with AVX2 only, and readers bring old laptops. These variables make this
@@ -65,7 +67,7 @@ def run_profile(name: str) -> list[snippets.Result]:
             if kept is not None:
                 results.append(snippets.Result(**{**kept, "cached": True}))
                 continue
-            result = snippets.execute(path, snippets.output_dir(Path(tmp), path), env=PROFILES[name])
+            result = snippets.execute(path, snippets.output_dir(Path(tmp), path), env=PROFILES[name], preloaded=True)
             if result.ok:
                 check_cache.put(key, dataclasses.asdict(result))
             results.append(result)

@@ -1,0 +1,179 @@
+"""Snippet runs without importing torch each time: a process that has imported it forks one per run.
+
+``import torch`` takes about a second of CPU, most of a small snippet's run, and the test
+suite runs every snippet three times (the build, then two CPU profiles). A server imports
+torch once under one environment (``python -m sitebuild.forkserver``) and then forks a child
+per snippet. The child does what ``python snippets/x.py`` does: its own session (process
+group), the snippet's folder first on ``sys.path``, its path as ``sys.argv[0]``, the
+caller's environment and working directory, stdout and stderr unbuffered into files, stdin
+from /dev/null, the file run as ``__main__`` (``mp.spawn`` finds it there), a traceback that
+starts at the snippet's own frame, and the usual interpreter exit (atexit, threads joined).
+What ``import torch`` printed to stderr is written first, as a fresh process would print it.
+
+Forking a process that has imported torch is what DataLoader workers do by default on Linux;
+torch resets its thread pools in the child. CUDA is not initialised by the import. Linux only:
+on macOS Apple's frameworks are not safe to use after fork (Python spawns there), and Windows
+has no fork. Variables that libraries read at import (``ATEN_CPU_CAPABILITY``, ``OMP_NUM_THREADS``,
+...) must be set before it, so each environment gets servers of its own (``run``); only
+``SNIPPET_OUTPUT_DIR`` may differ between the runs one server forks. Standard library only.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import runpy
+import select
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from pathlib import Path
+
+AVAILABLE = sys.platform == "linux"
+PER_RUN = {"SNIPPET_OUTPUT_DIR"}  # read by the snippet when it runs, never at import
+
+
+class ServerGone(RuntimeError):
+    pass
+
+
+class Server:
+    """One preloaded interpreter; one run at a time."""
+
+    def __init__(self, environ: dict, cwd: Path):
+        self.proc = subprocess.Popen([sys.executable, "-m", "sitebuild.forkserver"], cwd=cwd, env=environ,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
+        self.buffer = b""
+        if self.reply(time.monotonic() + 120) != {"ready": True}:
+            self.proc.kill()
+            raise ServerGone("the server did not import torch within 120 s")
+
+    def run(self, path: Path, environ: dict, cwd: Path, timeout: float) -> tuple[int | None, str, str]:
+        """(exit code or None at the timeout, stdout, stderr); the child's process group is killed after."""
+        with tempfile.TemporaryDirectory(prefix="snippet-run-") as tmp:
+            out, err = Path(tmp, "stdout"), Path(tmp, "stderr")
+            job = {"path": str(path), "environ": environ, "cwd": str(cwd), "stdout": str(out), "stderr": str(err)}
+            self.proc.stdin.write(json.dumps(job).encode() + b"\n")
+            self.proc.stdin.flush()
+            pid = self.reply(None)["pid"]
+            ended = self.reply(time.monotonic() + timeout)
+            try:
+                os.killpg(pid, 9)  # at the timeout, or what the snippet left behind
+            except ProcessLookupError:
+                pass
+            if ended is None:
+                self.reply(None)  # the server has reaped the killed child
+            return (None if ended is None else ended["code"],
+                    out.read_text(errors="replace"), err.read_text(errors="replace"))
+
+    def reply(self, deadline: float | None) -> dict | None:
+        """The server's next line, or None if it does not come before ``deadline``."""
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self.buffer:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not select.select([fd], [], [], left)[0]:
+                return None
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                raise ServerGone(f"the snippet server exited with code {self.proc.wait()}")
+            self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return json.loads(line)
+
+
+_idle: dict[tuple, list[Server]] = {}
+_lock = threading.Lock()
+
+
+def run(path: Path, environ: dict, cwd: Path, timeout: float) -> tuple[int | None, str, str]:
+    """Run ``path`` in a child of an idle server of this environment; start one if none is idle."""
+    key = tuple(sorted((k, v) for k, v in environ.items() if k not in PER_RUN))
+    with _lock:
+        free = _idle.setdefault(key, [])
+        server = free.pop() if free else None
+    server = server or Server(environ, cwd)
+    result = server.run(path, environ, cwd, timeout)
+    with _lock:
+        _idle[key].append(server)
+    return result
+
+
+# The server side: ``python -m sitebuild.forkserver``, started by Server.
+
+def serve():
+    preloaded = preload()
+    send({"ready": True})
+    for line in sys.stdin.buffer:
+        job = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            child(job, preloaded)  # never returns: the child exits like an interpreter
+        send({"pid": pid})
+        send({"code": os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])})
+
+
+def preload() -> str:
+    """``import torch``, with whatever it writes to stderr captured and returned."""
+    with tempfile.TemporaryFile() as captured:
+        saved = os.dup(2)
+        os.dup2(captured.fileno(), 2)
+        try:
+            import torch  # noqa: F401
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+        captured.seek(0)
+        return captured.read().decode(errors="replace")
+
+
+def send(message: dict):
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+def child(job: dict, preloaded: str):
+    os.setsid()
+    os.chdir(job["cwd"])
+    os.environ.clear()
+    os.environ.update(job["environ"])
+    redirect(0, os.devnull, os.O_RDONLY)
+    redirect(1, job["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    redirect(2, job["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    sys.stdout = unbuffered(1, sys.__stdout__)
+    sys.stderr = unbuffered(2, sys.__stderr__)
+    sys.stderr.write(preloaded)
+    path = job["path"]
+    sys.argv = [path]
+    sys.path[0] = os.path.dirname(path)
+    try:
+        runpy.run_path(path, run_name="__main__")
+    except SystemExit:
+        raise
+    except BaseException as error:  # printed as Python prints it, from the snippet's frame on
+        tb = error.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename != path:
+            tb = tb.tb_next
+        sys.excepthook(type(error), error.with_traceback(tb), tb)
+        raise SystemExit(1) from None
+    raise SystemExit(0)
+
+
+def redirect(fd: int, name: str, flags: int):
+    opened = os.open(name, flags, 0o600)
+    os.dup2(opened, fd)
+    os.close(opened)
+
+
+def unbuffered(fd: int, like: io.TextIOWrapper) -> io.TextIOWrapper:
+    """What PYTHONUNBUFFERED=1 gives a fresh interpreter: every write reaches the file at once."""
+    return io.TextIOWrapper(io.FileIO(fd, "w", closefd=False), encoding=like.encoding,
+                            errors=like.errors, write_through=True)
+
+
+if __name__ == "__main__":
+    serve()

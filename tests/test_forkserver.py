@@ -1,0 +1,76 @@
+"""A snippet forked from a server that has imported torch prints what ``python snippet.py`` prints
+(sitebuild/forkserver.py): the build and the CPU profiles run every snippet that way on Linux."""
+
+import sys
+import textwrap
+
+import pytest
+
+from sitebuild import forkserver, snippets
+
+pytestmark = pytest.mark.skipif(not forkserver.AVAILABLE, reason=f"no fork server on {sys.platform}: fresh runs only")
+
+DEMO = textwrap.dedent("""
+    import os, sys
+    import torch
+    print(__name__, sys.argv[0] == __file__, sys.path[0], os.getcwd(), os.environ.get("DEMO"))
+    print("capability", torch.backends.cpu.get_cpu_capability())
+    print("a line to stderr", file=sys.stderr)
+
+    def fail():
+        raise ValueError("as asked")
+
+    if os.environ.get("DEMO") == "raise":
+        fail()
+    sys.exit(int(os.environ.get("DEMO_EXIT", "0")))
+""")
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    monkeypatch.setattr(snippets, "ROOT", tmp_path)
+    return tmp_path
+
+
+def both(path, env, timeout=None) -> tuple[snippets.Result, snippets.Result]:
+    fresh = snippets.execute(path, path.parent, env=env, timeout=timeout)
+    return fresh, snippets.execute(path, path.parent, env=env, timeout=timeout, preloaded=True)
+
+
+@pytest.mark.parametrize("env", [{"DEMO": "plain"}, {"DEMO_EXIT": "3"}, {"DEMO": "raise"},
+                                 {"ATEN_CPU_CAPABILITY": "default"}], ids=["exit-0", "exit-3", "traceback", "profile"])
+def test_a_forked_run_prints_what_a_fresh_process_prints(project, env):
+    (project / "demo").mkdir()
+    demo = project / "demo" / "demo.py"
+    demo.write_text(DEMO, encoding="utf-8")
+    fresh, forked = both(demo, env)
+    assert fresh.returncode == int(env.get("DEMO_EXIT", 1 if env.get("DEMO") == "raise" else 0))
+    assert (forked.returncode, forked.stdout, forked.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr)
+
+
+def test_the_forked_run_really_starts_with_torch_imported(project):
+    probe = project / "probe.py"
+    probe.write_text("import sys\nprint('torch' in sys.modules)\n", encoding="utf-8")
+    fresh, forked = both(probe, {})
+    assert (fresh.stdout, forked.stdout) == ("False\n", "True\n")
+
+
+def test_a_forked_run_is_killed_at_its_timeout_and_the_server_goes_on(project):
+    hang = project / "hang.py"
+    hang.write_text("import time\nprint('started', flush=True)\ntime.sleep(600)\n", encoding="utf-8")
+    result = snippets.execute(hang, project, timeout=3, preloaded=True)
+    assert result.returncode is None and result.stdout == "started\n" and result.seconds < 60
+    quick = project / "quick.py"
+    quick.write_text("print('next')\n", encoding="utf-8")
+    assert snippets.execute(quick, project, preloaded=True).stdout == "next\n"
+
+
+def test_where_torch_does_not_import_the_snippet_runs_fresh_and_says_why(project):
+    fake = project / "site" / "torch"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('no torch in this environment')\n", encoding="utf-8")
+    needs_torch = project / "needs_torch.py"
+    needs_torch.write_text("import torch\n", encoding="utf-8")
+    fresh, forked = both(needs_torch, {"PYTHONPATH": str(project / "site")})
+    assert forked.returncode == fresh.returncode == 1
+    assert forked.stderr == fresh.stderr and "no torch in this environment" in forked.stderr
