@@ -34,7 +34,9 @@ import traceback
 from pathlib import Path
 
 AVAILABLE = sys.platform == "linux"
-PER_RUN = {"SNIPPET_OUTPUT_DIR"}  # read by the snippet when it runs, never at import
+# Set anew for each run and read by nobody at import: a snippet's output folder, and the test
+# that pytest is in when a background thread starts a run (the CPU profiles).
+PER_RUN = {"SNIPPET_OUTPUT_DIR", "PYTEST_CURRENT_TEST"}
 
 
 class ServerGone(RuntimeError):

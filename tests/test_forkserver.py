@@ -13,17 +13,17 @@ pytestmark = pytest.mark.skipif(not forkserver.AVAILABLE, reason=f"no fork serve
 DEMO = textwrap.dedent("""
     import os, sys
     import torch
-    print(__name__, sys.argv[0] == __file__, sys.path[0], os.getcwd(), os.environ.get("DEMO"))
+    print(__name__, sys.argv[0] == __file__, sys.path[0], os.getcwd(), os.environ.get("HOME"))
     print("capability", torch.backends.cpu.get_cpu_capability())
     print("a line to stderr", file=sys.stderr)
 
     def fail():
         raise ValueError("as asked")
 
-    if os.environ.get("DEMO") == "raise":
-        fail()
-    sys.exit(int(os.environ.get("DEMO_EXIT", "0")))
 """)
+# Each case's last lines. Cases that share an environment share a server (sitebuild/forkserver.py).
+CASES = {"exit-0": ("", {}), "exit-3": ("sys.exit(3)\n", {}), "traceback": ("fail()\n", {}),
+         "profile": ("", {"ATEN_CPU_CAPABILITY": "default"})}
 
 
 @pytest.fixture
@@ -37,14 +37,14 @@ def both(path, env, timeout=None) -> tuple[snippets.Result, snippets.Result]:
     return fresh, snippets.execute(path, path.parent, env=env, timeout=timeout, preloaded=True)
 
 
-@pytest.mark.parametrize("env", [{"DEMO": "plain"}, {"DEMO_EXIT": "3"}, {"DEMO": "raise"},
-                                 {"ATEN_CPU_CAPABILITY": "default"}], ids=["exit-0", "exit-3", "traceback", "profile"])
-def test_a_forked_run_prints_what_a_fresh_process_prints(project, env):
+@pytest.mark.parametrize("case", CASES)
+def test_a_forked_run_prints_what_a_fresh_process_prints(project, case):
+    ending, env = CASES[case]
     (project / "demo").mkdir()
     demo = project / "demo" / "demo.py"
-    demo.write_text(DEMO, encoding="utf-8")
+    demo.write_text(DEMO + ending, encoding="utf-8")
     fresh, forked = both(demo, env)
-    assert fresh.returncode == int(env.get("DEMO_EXIT", 1 if env.get("DEMO") == "raise" else 0))
+    assert fresh.returncode == {"exit-3": 3, "traceback": 1}.get(case, 0)
     assert (forked.returncode, forked.stdout, forked.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr)
 
 
@@ -74,3 +74,15 @@ def test_where_torch_does_not_import_the_snippet_runs_fresh_and_says_why(project
     fresh, forked = both(needs_torch, {"PYTHONPATH": str(project / "site")})
     assert forked.returncode == fresh.returncode == 1
     assert forked.stderr == fresh.stderr and "no torch in this environment" in forked.stderr
+
+
+def test_runs_share_a_server_unless_a_variable_read_at_import_differs(project):
+    """The server is a run's parent: one per environment, pytest's own per-test variable aside."""
+    parent = project / "parent.py"
+    parent.write_text("import os\nprint(os.getppid())\n", encoding="utf-8")
+
+    def server(env):
+        return snippets.execute(parent, project, env=env, preloaded=True).stdout
+
+    assert server({"PYTEST_CURRENT_TEST": "one"}) == server({"PYTEST_CURRENT_TEST": "two"})
+    assert server({}) != server({"OMP_NUM_THREADS": "1"})
