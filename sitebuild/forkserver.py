@@ -25,6 +25,7 @@ import json
 import os
 import runpy
 import select
+import signal
 import subprocess
 import sys
 import tempfile
@@ -64,7 +65,7 @@ class Server:
             pid = self.reply(None)["pid"]
             ended = self.reply(time.monotonic() + timeout)
             try:
-                os.killpg(pid, 9)  # at the timeout, or what the snippet left behind
+                os.killpg(pid, signal.SIGKILL)  # at the timeout, or what the snippet left behind
             except ProcessLookupError:
                 pass
             if ended is None:
