@@ -64,10 +64,7 @@ class Server:
             self.proc.stdin.flush()
             pid = self.reply(None)["pid"]
             ended = self.reply(time.monotonic() + timeout)
-            try:
-                os.killpg(pid, signal.SIGKILL)  # at the timeout, or what the snippet left behind
-            except ProcessLookupError:
-                pass
+            kill_group(pid)  # at the timeout, or what the snippet left behind
             if ended is None:
                 self.reply(None)  # the server has reaped the killed child
             return (None if ended is None else ended["code"],
@@ -86,6 +83,14 @@ class Server:
             self.buffer += chunk
         line, self.buffer = self.buffer.split(b"\n", 1)
         return json.loads(line)
+
+
+def kill_group(pid: int):
+    """SIGKILL to the process group a run started (its own session); gone already is fine."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 _idle: dict[tuple, list[Server]] = {}

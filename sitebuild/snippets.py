@@ -15,7 +15,6 @@ import getpass
 import hashlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -239,10 +238,7 @@ def fresh(path: Path, environ: dict, timeout: int) -> tuple[int | None, str, str
     except subprocess.TimeoutExpired:
         code = None
     finally:
-        try:  # also reaps any child the snippet left behind
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        forkserver.kill_group(proc.pid)  # also any child the snippet left behind
     if code is None:
         stdout, stderr = proc.communicate()
     return code, stdout, stderr
