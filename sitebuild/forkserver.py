@@ -9,6 +9,7 @@ caller's environment and working directory, stdout and stderr unbuffered into fi
 from /dev/null, the file run as ``__main__`` (``mp.spawn`` finds it there), a traceback that
 starts at the snippet's own frame, and the usual interpreter exit (atexit, threads joined).
 What ``import torch`` printed to stderr is written first, as a fresh process would print it.
+The processes that multiprocessing's spawn starts in the child are forked too (``forked_spawn``).
 
 Forking a process that has imported torch is what DataLoader workers do by default on Linux;
 torch resets its thread pools in the child. CUDA is not initialised by the import. Linux only:
@@ -33,6 +34,8 @@ import threading
 import time
 import traceback
 from pathlib import Path
+
+from sitebuild import forked_spawn
 
 AVAILABLE = sys.platform == "linux"
 # Set anew for each run and read by nobody at import: a snippet's output folder, and the test
@@ -158,6 +161,7 @@ def child(job: dict, preloaded: str):
     path = job["path"]
     sys.argv = [path]
     sys.path[0] = os.path.dirname(path)
+    forked_spawn.install(Path(job["stdout"]).parent)  # ranks started by spawn fork too
     try:
         runpy.run_path(path, run_name="__main__")
     except SystemExit:

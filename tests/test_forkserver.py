@@ -1,6 +1,8 @@
 """A snippet forked from a server that has imported torch prints what ``python snippet.py`` prints
-(sitebuild/forkserver.py): the build and the CPU profiles run every snippet that way on Linux."""
+(sitebuild/forkserver.py): the build and the CPU profiles run every snippet that way on Linux.
+So do the ranks that ``mp.spawn`` starts in such a run (sitebuild/forked_spawn.py)."""
 
+import re
 import sys
 import textwrap
 
@@ -86,3 +88,56 @@ def test_runs_share_a_server_unless_a_variable_read_at_import_differs(project):
 
     assert server({"PYTEST_CURRENT_TEST": "one"}) == server({"PYTEST_CURRENT_TEST": "two"})
     assert server({"OMP_NUM_THREADS": "1"}) != server({"OMP_NUM_THREADS": "2"})  # whatever the caller set
+
+
+SPAWNS = textwrap.dedent("""
+    import os, sys, time
+    preloaded = "torch" in sys.modules  # read as the module is imported: in each rank too
+    import torch.multiprocessing as mp
+
+    def report(i):
+        return os.path.join(os.path.dirname(__file__), f"rank{i}")
+
+    def rank(i):
+        with open(report(i) + ".part", "w") as part:
+            print(__name__, i, "torch imported before this module:", preloaded, file=part)
+        os.rename(report(i) + ".part", report(i))
+        while not os.path.exists(report(0)):  # rank 1 ends only once rank 0 has reported
+            time.sleep(0.01)
+        if i == 1 and ENDING == "raise":
+            raise ValueError("rank 1 as asked")
+        if i == 1 and ENDING == "kill":
+            os.kill(os.getpid(), 9)
+
+    if __name__ == "__main__":
+        for i in range(2):  # a report from the other run would let rank 1 end early
+            if os.path.exists(report(i)):
+                os.remove(report(i))
+        try:
+            mp.spawn(rank, nprocs=2)
+        finally:
+            for i in range(2):
+                print(open(report(i)).read(), end="")
+""")
+
+
+def without_logs(stderr: str) -> str:
+    """Without torch's log lines ("W1205 16:22:10.533000 20515 ... Terminating process 20518"):
+    they carry the time and process ids, which differ from run to run."""
+    return re.sub(r"(?m)^[DIWEF]\d{4} \d\d:\d\d:\d\d\.\d+ \d+ .*\n", "", stderr)
+
+
+@pytest.mark.parametrize("ending", ["raise", "kill"])  # rank 0 ends normally in both
+def test_ranks_that_spawn_starts_are_forked_and_end_as_new_interpreters_would(project, ending):
+    """mp.spawn in a forked run gets its ranks from a copy of the preloaded interpreter
+    (sitebuild/forked_spawn.py): the same output, exit codes and signals as new interpreters."""
+    demo = project / "spawns.py"
+    demo.write_text(f"ENDING = {ending!r}\n" + SPAWNS, encoding="utf-8")
+    fresh, forked = both(demo, {})
+    assert fresh.returncode == 1
+    assert "__mp_main__ 1 torch imported before this module: False" in fresh.stdout
+    assert forked.stdout == fresh.stdout.replace("module: False", "module: True")
+    assert forked.returncode == fresh.returncode
+    assert without_logs(forked.stderr) == without_logs(fresh.stderr)
+    if ending == "kill":
+        assert "process 1 terminated with signal SIGKILL" in forked.stderr
