@@ -14,9 +14,10 @@ checks (per page) keep their results. And a test marked ``@pytest.mark.reads(pat
 (tests/conftest.py says which) is skipped under `make test` while it passed on the same
 files, with a reason that says so, never shown as passed: the section tests, whose
 subject is the snippets' behaviour (``snippets/``), and the fault builds, the ProperDocs
-build and the serve test, whose subject is the machinery (its code and configuration,
-not the pages' prose: no sentence can make the build accept a broken anchor). A module
-all of whose tests are skipped starts none of its background jobs.
+build, the serve test and the fork-server tests, whose subject is the machinery (its code and
+configuration, not the pages' prose: no sentence can make the build accept a broken anchor). So is a
+browser test marked ``visits``, while the built pages it loads are unchanged (tests/test_browser.py).
+A module all of whose tests are skipped starts none of its background jobs.
 """
 
 from __future__ import annotations

@@ -29,6 +29,8 @@ def pytest_configure(config):
     """Empty snippet and lab caches (`make test-all`, CI), or the build's own (`make test`)."""
     config.addinivalue_line("markers", "reads(*paths): the files a test's outcome depends on "
                                        "(tests/check_cache.py); `make test` skips it while it passed on them")
+    config.addinivalue_line("markers", "visits(*paths): the built pages a browser test loads (tests/test_browser.py); "
+                                       "`make test` skips it while it passed on the same pages")
     if check_cache.enabled():  # the build cache, named, so that the builds of copies share it too
         from sitebuild import labs
 
@@ -41,10 +43,13 @@ def pytest_configure(config):
 
 
 KEPT_CODE = [Path(__file__), Path(check_cache.__file__), Path(snippets.__file__)]
+KEY = pytest.StashKey[str]()  # a key that a fixture worked out, e.g. from the built site (tests/test_browser.py)
 
 
 def kept_key(item) -> str | None:
     """The key of a test marked ``reads``: its id, the files it reads, its module, the machine."""
+    if KEY in item.stash:
+        return item.stash[KEY]
     mark = item.get_closest_marker("reads")
     if mark is None:
         return None
@@ -96,6 +101,7 @@ READS = {name: ("snippets",) for name in ("test_arrays.py", "test_compile.py", "
 # and the same site built by a second engine. No sentence of a page can change their outcome.
 MACHINERY = ("mkdocs.yml", "overrides", "hooks", "sitebuild", "records", "snippets")
 READS.update({"test_serve.py": MACHINERY, "test_bad_input.py": MACHINERY, "test_properdocs.py": MACHINERY})
+READS["test_forkserver.py"] = ("sitebuild",)  # its own demo scripts, run by sitebuild's fork servers
 READS_TEST = {"test_profile_really_changes_the_kernels": (),  # torch and the machine only
               "test_a_run_on_this_cpu_becomes_a_record_the_build_shows": ("notebooks", "snippets", "sitebuild")}
 

@@ -2,15 +2,21 @@
 
 Every page in both languages, and the one 404 page: no console error, no failed
 load, no request to any host but the local server, no serious or critical axe-core
-violation, and a language switcher that links to the same page in the other
+violation (colour contrast on the pages that cover every page's styled contexts:
+tests/contrast_cover.py), and a language switcher that links to the same page in the other
 language (clicked on one page per language). Plus search in both languages, the
 copy button, the palette toggle, and screenshots of both home pages (saved under
 test-artifacts/).
+
+Under `make test`, a page check, or a test marked ``visits``, that passed is skipped while
+the pages it loads are unchanged: their HTML, the files they load, a search index
+(tests/check_cache.py). The screenshots are taken every time: they are for a person to see.
 """
 
 import asyncio
 import functools
 import http.server
+import json
 import re
 import threading
 from concurrent.futures import Future
@@ -24,8 +30,8 @@ from playwright.async_api import async_playwright
 from playwright.sync_api import sync_playwright
 
 from sitebuild import output_blocks, page_actions, records
-from tests import check_cache
-from tests.conftest import REPO_URL, ROOT, background
+from tests import check_cache, contrast_cover
+from tests.conftest import KEY, REPO_URL, ROOT, background
 from tests.pages import en_pages, url_path
 
 CHROMIUM = "/usr/bin/chromium"
@@ -73,10 +79,25 @@ def browser():
 
 
 @pytest.fixture
-def tab(browser):
-    context = browser.new_context(permissions=["clipboard-read", "clipboard-write"])
+def tab(request, site):
+    """A new tab; under `make test`, a test marked ``visits`` that passed on the same pages is
+    skipped before the browser starts."""
+    mark = request.node.get_closest_marker("visits")
+    if mark and check_cache.enabled():
+        key = request.node.stash[KEY] = visits_key(request.node.nodeid, site, mark.args)
+        if check_cache.get(key) is not None:
+            pytest.skip("passed before on the same pages, machine and code (tests/check_cache.py); "
+                        "make test-all runs it")
+    context = request.getfixturevalue("browser").new_context(permissions=["clipboard-read", "clipboard-write"])
     yield context.new_page()
     context.close()
+
+
+def visits_key(test: str, site: Path, paths) -> str:
+    """The pages a test loads: each page's key, or a file's hash (a search index)."""
+    inputs = [check_cache.digest((site / path).read_bytes()) if path.endswith(".json") else page_key(site, path)
+              for path in paths]
+    return check_cache.key(f"test {test}", inputs, [Path(__file__)])
 
 
 class Leaving:
@@ -107,19 +128,19 @@ def record_problems(tab, server, leaving=Leaving):
     return problems
 
 
-async def check_page(context, server, path, slots) -> list[str]:
+async def check_page(context, server, path, options, slots) -> list[str]:
     """One load per page: clean network and console, accessible, and a switcher link."""
     async with slots:
         try:  # a page that never settles is a finding, not a stalled suite
-            return await asyncio.wait_for(check_in_tab(context, server, path), PAGE_TIMEOUT)
+            return await asyncio.wait_for(check_in_tab(context, server, path, options), PAGE_TIMEOUT)
         except asyncio.TimeoutError:
             return [f"the page check did not finish within {PAGE_TIMEOUT} s"]
 
 
-async def check_in_tab(context, server, path) -> list[str]:
+async def check_in_tab(context, server, path, options) -> list[str]:
     tab = await context.new_page()
     try:
-        return await check_tab(tab, server, path)
+        return await check_tab(tab, server, path, options)
     finally:
         await tab.close()
 
@@ -135,18 +156,19 @@ def switcher(tab, path: str):
     return tab.locator(f".md-select__link[hreflang={'en' if path.startswith('zh/') else 'zh'}]")
 
 
-def axe_options(path: str) -> dict:
-    """Every axe-core rule on English pages; on Chinese ones all but color-contrast.
-
-    Contrast depends on colours and type sizes, which the two languages share (one CSS,
-    one template, the same code blocks and outputs), and it is axe's costliest rule:
-    checking it twice made up a sixth of the browser tests' CPU time.
-    """
-    rules = {"color-contrast": {"enabled": False}} if path.startswith("zh/") else {}
+def axe_options(contrast: bool) -> dict:
+    """Every axe-core rule; color-contrast only on the pages of tests/contrast_cover.py, whose
+    contexts cover every page's: it is axe's costliest rule, and on the other pages it
+    would check the same CSS on the same kinds of element again."""
+    rules = {} if contrast else {"color-contrast": {"enabled": False}}
     return {"resultTypes": ["violations"], "rules": rules}
 
 
-async def check_tab(tab, server, path) -> list[str]:
+def html_file(site: Path, path: str) -> Path:
+    return site / (path if path.endswith(".html") else path + "index.html")
+
+
+async def check_tab(tab, server, path, options) -> list[str]:
     """The checks of one page, in its own tab.
 
     The switcher is a plain link, so its target is checked here without following
@@ -158,7 +180,7 @@ async def check_tab(tab, server, path) -> list[str]:
         await tab.goto(server + path, wait_until="networkidle")
         if not await tab.locator("h1").count():
             problems.append("no h1")
-        violations = (await AsyncAxe().run(tab, options=axe_options(path))).response["violations"]
+        violations = (await AsyncAxe().run(tab, options=options)).response["violations"]
         problems += [f"axe {v['id']} ({v['impact']}): {v['help']} -> {[n['target'] for n in v['nodes']][:3]}"
                      for v in violations if v["impact"] in ("serious", "critical")]
         target = urljoin(tab.url, await switcher(tab, path).get_attribute("href"))
@@ -178,8 +200,14 @@ def check_all(server, site: Path) -> dict[str, list[str]]:
     more CPU (axe-core's script compiled anew each time), and a page check changes no
     state that another could see. Under `make test`, a page that passed is not checked
     again until its HTML or a file it loads changes (tests/check_cache.py).
+
+    Each page's search worker gets its language's index without documents: building the
+    real index anew on every page cost a quarter of the page checks' CPU, and
+    test_search_finds_the_page loads the real one in both languages.
     """
-    keys = {path: page_key(site, path) for path in PATHS}
+    contrast = contrast_cover.cover({path: html_file(site, path) for path in PATHS})
+    options = {path: axe_options(path in contrast) for path in PATHS}
+    keys = {path: page_key(site, path, options[path]) for path in PATHS}
     reports = {path: [] for path in PATHS if check_cache.get(keys[path]) is not None}
     todo = [path for path in PATHS if path not in reports]
 
@@ -187,8 +215,9 @@ def check_all(server, site: Path) -> dict[str, list[str]]:
         async with async_playwright() as playwright:
             browser = await playwright.chromium.launch(executable_path=chromium(), args=FLAGS)
             context = await browser.new_context()
+            await context.route("**/search/search_index.json", functools.partial(without_documents, site))
             slots = asyncio.Semaphore(4)
-            found = await asyncio.gather(*(check_page(context, server, p, slots) for p in todo))
+            found = await asyncio.gather(*(check_page(context, server, p, options[p], slots) for p in todo))
             await browser.close()
         return dict(zip(todo, found))
     reports.update(asyncio.run(run()) if todo else {})
@@ -198,16 +227,27 @@ def check_all(server, site: Path) -> dict[str, list[str]]:
     return reports
 
 
+async def without_documents(site: Path, route):
+    """The requested search index's configuration, with an empty list of documents."""
+    await route.fulfill(content_type="application/json", body=empty_index(site / urlsplit(route.request.url).path[1:]))
+
+
+@functools.lru_cache(maxsize=None)
+def empty_index(index: Path) -> str:
+    return json.dumps({"config": json.loads(index.read_text(encoding="utf-8"))["config"], "docs": []})
+
+
 LINKED = re.compile(r'<a\s[^>]*href="([^"#?:]+)')
 
 
-def page_key(site: Path, path: str) -> str:
-    """The page's HTML, every local file it loads, and whether each page it links exists."""
-    html = site / (path if path.endswith(".html") else path + "index.html")
+def page_key(site: Path, path: str, options: dict | None = None) -> str:
+    """The page's HTML, every local file it loads, whether each page it links exists, and
+    the axe options it is checked with."""
+    html = html_file(site, path)
     text = without_commit(html.read_text(encoding="utf-8"), page_actions.build_facts()["commit"])
     linked = sorted(ref for ref in set(LINKED.findall(text)) if not (html.parent / ref).resolve().exists())
     return check_cache.key(f"page {path}", [check_cache.digest(text.encode()), check_cache.loaded(html, text),
-                                            linked, axe_options(path)],
+                                            linked, options],
                            [Path(__file__)])
 
 
@@ -236,6 +276,35 @@ def test_page_in_browser(page_reports, path):
     assert not page_reports[path], "\n".join(page_reports[path])
 
 
+def test_visits_key_follows_the_pages_visited_and_no_other(tmp_path):
+    """A kept browser test runs again when a page it loads changes, and only then."""
+    for folder in ("", "zh/", "search/"):
+        (tmp_path / folder).mkdir(exist_ok=True)
+        (tmp_path / folder / "index.html").write_text(f"<h1>{folder}</h1>", encoding="utf-8")
+    index = tmp_path / "search" / "search_index.json"
+    index.write_text("{}", encoding="utf-8")
+    key = lambda: visits_key("test", tmp_path, ["", "search/search_index.json"])
+    first = key()
+    (tmp_path / "zh" / "index.html").write_text("<h1>changed</h1>", encoding="utf-8")
+    assert key() == first
+    for changed in (index, tmp_path / "index.html"):
+        changed.write_text(changed.read_text(encoding="utf-8") + " ", encoding="utf-8")
+        assert key() != first
+        first = key()
+
+
+def test_contrast_is_checked_wherever_a_page_brings_a_new_styled_context(tmp_path):
+    """A page whose elements all sit in contexts another page has adds nothing; text in a new
+    colour or a new container does, even on a page that is otherwise the same."""
+    pages = {"full": '<div class="admonition note"><p>a <a href="x"><code>b</code></a></p></div>',
+             "part": '<div class="admonition note"><p>a <a href="y">link</a></p></div>',
+             "grey": '<div class="admonition note"><p><span style="color:#ddd">faint</span></p></div>',
+             "tip": '<div class="admonition tip"><p>a <a href="x"><code>b</code></a></p></div>'}
+    for name, body in pages.items():
+        (tmp_path / f"{name}.html").write_text(f"<html><body>{body}</body></html>", encoding="utf-8")
+    assert contrast_cover.cover({name: tmp_path / f"{name}.html" for name in pages}) == {"full", "grey", "tip"}
+
+
 def test_page_key_ignores_the_commit_and_follows_the_text():
     """A new commit, or the first edit after it, must not re-check pages it did not change."""
     def page(commit: str, text: str) -> str:
@@ -248,7 +317,16 @@ def test_page_key_ignores_the_commit_and_follows_the_text():
     assert page("b" * 40, "Tensors, changed") != first
 
 
-@pytest.mark.parametrize("path", ["gpu/check_gpu/", "zh/gpu/check_gpu/"])
+def visiting(values, *paths):
+    """A test's parameters, and the pages the test loads with them (its ``visits`` mark)."""
+    return pytest.param(*(values if isinstance(values, tuple) else (values,)), marks=pytest.mark.visits(*paths))
+
+
+def home(lang: str) -> str:
+    return "zh/" if lang == "zh" else ""
+
+
+@pytest.mark.parametrize("path", [visiting(p, p, other_language(p)) for p in ("gpu/check_gpu/", "zh/gpu/check_gpu/")])
 def test_language_switcher_lands_on_the_same_page(tab, server, path):
     """The selector as a reader uses it: hover, click, and the other language's page loads."""
     leaving = Leaving()
@@ -263,15 +341,16 @@ def test_language_switcher_lands_on_the_same_page(tab, server, path):
 
 
 @pytest.mark.parametrize("lang, query, expected", [
-    ("zh", "自动求导", "zh/pytorch/autograd/"),
-    ("zh", "数据并行", "zh/multi_gpu/data_parallel/"),
-    ("zh", "DataParallel", "zh/multi_gpu/data_parallel/"),
-    ("en", "autograd", "pytorch/autograd/"),
-    ("en", "DataParallel", "multi_gpu/data_parallel/"),
+    visiting(case, home(case[0]), home(case[0]) + "search/search_index.json") for case in (
+        ("zh", "自动求导", "zh/pytorch/autograd/"),
+        ("zh", "数据并行", "zh/multi_gpu/data_parallel/"),
+        ("zh", "DataParallel", "zh/multi_gpu/data_parallel/"),
+        ("en", "autograd", "pytorch/autograd/"),
+        ("en", "DataParallel", "multi_gpu/data_parallel/"))
 ])
 def test_search_finds_the_page(tab, server, lang, query, expected):
     """The page comes first, and every result is in the reader's language (sitebuild/search_index.py)."""
-    tab.goto(server + ("zh/" if lang == "zh" else ""), wait_until="networkidle")
+    tab.goto(server + home(lang), wait_until="networkidle")
     tab.locator(".md-search__input").fill(query)  # all at once: no results for a partial query
     tab.keyboard.press("End")  # Material searches on key events; the IME-style fill needs one
     tab.locator(".md-search-result__item a").first.wait_for(timeout=30_000)  # page checks run meanwhile
@@ -282,6 +361,7 @@ def test_search_finds_the_page(tab, server, lang, query, expected):
     assert not other, f"{lang} search for {query!r} lists pages of the other language: {other}"
 
 
+@pytest.mark.visits("pytorch/tensors/")
 def test_copy_button_copies_the_code(tab, server):
     tab.goto(server + "pytorch/tensors/", wait_until="networkidle")
     block = tab.locator(".highlight").filter(has=tab.locator(".md-code__button")).first
@@ -291,6 +371,7 @@ def test_copy_button_copies_the_code(tab, server):
     assert tab.evaluate("navigator.clipboard.readText()").rstrip() == expected
 
 
+@pytest.mark.visits("")
 def test_palette_toggle_switches_scheme(tab, server):
     tab.goto(server, wait_until="networkidle")
     scheme = lambda: tab.evaluate("document.body.getAttribute('data-md-color-scheme')")
@@ -302,14 +383,14 @@ def test_palette_toggle_switches_scheme(tab, server):
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_home_screenshot(tab, server, lang):
     """Saved for a person to look at: the Chinese one must show CJK glyphs, not boxes."""
-    tab.goto(server + ("zh/" if lang == "zh" else ""), wait_until="networkidle")
+    tab.goto(server + home(lang), wait_until="networkidle")
     ARTIFACTS.mkdir(exist_ok=True)
     shot = ARTIFACTS / f"home-{lang}.png"
     tab.screenshot(path=str(shot), full_page=True)
     assert shot.stat().st_size > 10_000
 
 
-@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("lang", [visiting(lang, home(lang) + "pytorch/tensors/") for lang in ("en", "zh")])
 def test_output_tabs_show_the_build_then_each_record(tab, server, lang):
     """The build's own run is the first tab; a current record's tab shows its run and provenance."""
     path = "snippets/pytorch/tensors.py"
@@ -317,7 +398,7 @@ def test_output_tabs_show_the_build_then_each_record(tab, server, lang):
     if not shown:
         pytest.skip(f"no record holds today's {path}: nothing to show beside the build")
     labels = output_blocks.LABELS[lang]
-    tab.goto(server + ("zh/" if lang == "zh" else "") + "pytorch/tensors/", wait_until="networkidle")
+    tab.goto(server + home(lang) + "pytorch/tensors/", wait_until="networkidle")
     tabs = tab.locator(".tabbed-set").filter(has_text=labels["build"]).first
     names = [name.strip() for name in tabs.locator(".tabbed-labels label").all_inner_texts()]
     assert names == [labels["build"]] + [output_blocks.record_label(r) for r in shown]

@@ -17,7 +17,7 @@ from concurrent.futures import Future, wait
 from pathlib import Path
 
 import pytest
-from sitebuild import pdf, print_pages
+from sitebuild import build_info, pdf, print_pages
 from tests import check_cache
 from tests.conftest import JOBS, ROOT, background
 from tests.pages import DOCS, headings, outputs, twin
@@ -27,6 +27,7 @@ NAV_ENTRY = re.compile(r"^\s+- (?:[^:\n]+: )?([\w/]+\.md)\s*$", re.M)
 SENTENCE_PAGE = DOCS / "pytorch" / "autograd.zh.md"
 OUTPUT_SNIPPET = "snippets/pytorch/autograd.py"
 ARTIFACTS = ROOT / "test-artifacts"
+BUILT_AT = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC")  # the cover's "built on" (sitebuild/print_pages.py)
 
 
 def squeeze(text: str) -> str:
@@ -44,6 +45,12 @@ def title(page) -> str:
     return re.sub(r"\{\s*#[\w-]+\s*\}|[`*]", "", first[2:]).strip()
 
 
+def unstamped(text: str) -> str:
+    """The print page without the commit and the minute on its cover: kept in the key, they
+    would print both PDFs again at every build."""
+    return BUILT_AT.sub("", text.replace(build_info.commit()[0], ""))
+
+
 def start(site) -> Future:
     return background("pdfs", printed, site)
 
@@ -54,7 +61,8 @@ def printed(site: Path) -> dict[str, Path]:
     for lang in pdf.LANGS:
         page = pdf.source(site, lang)
         text = page.read_text(encoding="utf-8") if page.is_file() else ""
-        keys[lang] = check_cache.key(f"pdf {lang}", [check_cache.digest(text.encode()), check_cache.loaded(page, text)],
+        keys[lang] = check_cache.key(f"pdf {lang}", [check_cache.digest(unstamped(text).encode()),
+                                                     check_cache.loaded(page, text)],
                                      [Path(pdf.__file__), Path(__file__)])
     todo = [lang for lang in pdf.LANGS if check_cache.get(keys[lang]) is None]
     written = pdf.render(site, todo) if todo else {}
