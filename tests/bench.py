@@ -8,7 +8,8 @@ that CPU profile's variables (sitebuild/snippets.py), AVX2-only by default, beca
 CI's slowest host is an AVX2-only EPYC. The report starts with the real CPU and flags.
 
 1. clean build: every cache removed, so every snippet and notebook runs;
-2. prose-only rebuild: one sentence of one page changed, caches warm;
+2. prose-only `mkdocs build`: one sentence of one page changed, caches warm (the whole
+   site is written again; the ≤ 3 s target is for `make serve`'s rebuild, row 3);
 3. `make serve` in a fresh copy of the tree (no .cache): seconds to the first page, to
    the rebuild that shows every result, and from a prose edit to the browser's reload;
 4. the full suite from empty caches (every snippet and check runs, as in `make test-all`
@@ -42,7 +43,7 @@ PROSE_PAGE = ROOT / "docs" / "index.md"
 SUITE_PAGE = ROOT / "docs" / "index.zh.md"
 EDIT = "\nA sentence added by the benchmark.\n"
 # Targets on the AVX2-only EPYC, CI's slower host (on the AMX Xeon: 90 s and 240 s).
-TARGETS = {"clean build": "≤ 150 s", "prose-only rebuild": "≤ 3 s", "serve: first page": "≤ 20 s",
+TARGETS = {"clean build": "≤ 150 s", "serve: first page": "≤ 20 s",
            "serve: edit to reload": "≤ 3 s", "full suite": "≤ 420 s", "make test after a prose edit": "≤ 60 s"}
 
 
@@ -156,7 +157,7 @@ def main():
         site = Path(tmp) / "site"
         clean, clean_runs = build(site)
         prose, prose_runs = prose_rebuild(site)
-        times = [("clean build", clean, clean_runs), ("prose-only rebuild", prose, prose_runs)]
+        times = [("clean build", clean, clean_runs), ("prose-only mkdocs build", prose, prose_runs)]
         times += serve_times(fresh_copy(Path(tmp) / "fresh"))
         weights = page_weights(site)
         scores = lighthouse.markdown(site)  # tests/lighthouse.py: six pages, offline
