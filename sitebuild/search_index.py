@@ -22,20 +22,25 @@ wildcard still finds a term from its start (「自动」 finds 自动求导), no
 Material indexes every page on every build: it parses the page's HTML and jieba cuts
 the Chinese, a quarter of a rebuild's time. ``remember_entries`` keeps each page's
 entries by everything they are made of (its URL, title, HTML, table of contents and
-front matter), so `mkdocs serve` indexes again only the pages that changed; the index
-it writes is the same.
+front matter; the search settings, the glossary's words, Material's and jieba's
+versions), in memory for `mkdocs serve` and on disk in ``.cache/search/`` (or
+``$SEARCH_CACHE_DIR``) for the next build, so only the pages that changed are indexed
+again; the index written is the same.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+from importlib import metadata
 from pathlib import Path
 
 from mkdocs.utils import get_relative_url
 
 from sitebuild import glossary
+from sitebuild.snippets import ROOT
 
 CONFIG = re.compile(r'(<script id="__config" type="application/json">)(.*?)(</script>)', re.S)
 
@@ -84,19 +89,42 @@ def split(site: Path, default: str, locales: list[str]):
 _entries: dict[str, list[dict]] = {}  # what a page's content made, by remember_entries' key
 
 
+def cache_dir() -> Path:
+    return Path(os.environ.get("SEARCH_CACHE_DIR", ROOT / ".cache" / "search"))
+
+
 def remember_entries(index):
     """Material's ``SearchIndex`` (material/plugins/search/plugin.py, 9.8.2) indexing a page
     it indexed before, unchanged, by appending the entries that page made then."""
     index_page = index.add_entry_from_context
+    setting = [index.config, sorted(glossary.chinese_terms()), versions()]
 
     def add_entry_from_context(page):
-        key = hashlib.sha256(json.dumps([page.url, page.title, page.content, str(page.toc), page.meta],
+        key = hashlib.sha256(json.dumps([page.url, page.title, page.content, str(page.toc), page.meta, setting],
                                         sort_keys=True, default=str).encode()).hexdigest()
+        file = cache_dir() / f"{key[:32]}.json"
+        if key not in _entries and file.is_file():
+            _entries[key] = json.loads(file.read_text(encoding="utf-8"))
         if key not in _entries:
             start = len(index.entries)
             index_page(page)
             _entries[key] = [dict(entry) for entry in index.entries[start:]]
+            file.parent.mkdir(parents=True, exist_ok=True)
+            part = file.with_suffix(f".{os.getpid()}.part")  # builds side by side never read half a file
+            part.write_text(json.dumps(_entries[key], ensure_ascii=False), encoding="utf-8")
+            part.replace(file)
         else:
             index.entries += [dict(entry) for entry in _entries[key]]
 
     index.add_entry_from_context = add_entry_from_context
+
+
+def versions() -> dict[str, str | None]:
+    """Material's and jieba's: what turns a page into entries."""
+    found = {}
+    for name in ("mkdocs-material", "jieba"):
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = None
+    return found

@@ -19,14 +19,14 @@ from pathlib import Path
 
 import pytest
 
-from sitebuild import results, snippets
+from sitebuild import results, search_index, snippets
 from tests import check_cache
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def pytest_configure(config):
-    """Empty snippet and lab caches (`make test-all`, CI), or the build's own (`make test`)."""
+    """Empty snippet, lab and search-entry caches (`make test-all`, CI), or the build's own (`make test`)."""
     config.addinivalue_line("markers", "reads(*paths): the files a test's outcome depends on "
                                        "(tests/check_cache.py); `make test` skips it while it passed on them")
     config.addinivalue_line("markers", "visits(*paths): the built pages a browser test loads (tests/test_browser.py); "
@@ -36,9 +36,11 @@ def pytest_configure(config):
 
         os.environ.setdefault("SNIPPET_CACHE_DIR", str(results.cache_dir()))
         os.environ.setdefault("LAB_CACHE_DIR", str(labs.EXECUTED))
+        os.environ.setdefault("SEARCH_CACHE_DIR", str(search_index.cache_dir()))
     else:
         os.environ["SNIPPET_CACHE_DIR"] = tempfile.mkdtemp(prefix="snippet-cache-")
         os.environ["LAB_CACHE_DIR"] = tempfile.mkdtemp(prefix="lab-cache-")  # sitebuild/labs.py
+        os.environ["SEARCH_CACHE_DIR"] = tempfile.mkdtemp(prefix="search-cache-")  # sitebuild/search_index.py
     os.environ["NO_MKDOCS_2_WARNING"] = "1"
 
 
@@ -138,6 +140,7 @@ def pytest_unconfigure(config):
     if not check_cache.enabled():
         shutil.rmtree(os.environ["SNIPPET_CACHE_DIR"], ignore_errors=True)
         shutil.rmtree(os.environ["LAB_CACHE_DIR"], ignore_errors=True)
+        shutil.rmtree(os.environ["SEARCH_CACHE_DIR"], ignore_errors=True)
 
 
 # The repository the page actions link to in the test build; the Pages workflow sets the real one.

@@ -1,9 +1,9 @@
 """What a rebuild under `mkdocs serve` reuses gives what a first build gives.
 
-sitebuild/render_memo.py keeps Pygments' output and compiled templates, and
-sitebuild/search_index.py keeps each page's search entries, from one build to the next
-in the same process. Each must hand back exactly what the work would have produced,
-and do the work again once its input changes.
+sitebuild/render_memo.py keeps Pygments' output and compiled templates from one build to
+the next in the same process; sitebuild/search_index.py keeps each page's search entries
+in the process and on disk, for the next build. Each must hand back exactly what the work
+would have produced, and do the work again once its input changes.
 """
 
 from types import SimpleNamespace
@@ -41,8 +41,8 @@ def test_templates_compile_once_and_render_the_same():
 class Index:
     """Material's SearchIndex as far as remember_entries uses it; counts the pages it parses."""
 
-    def __init__(self):
-        self.entries, self.parsed = [], 0
+    def __init__(self, **config):
+        self.entries, self.parsed, self.config = [], 0, config or {"lang": ["en"]}
 
     def add_entry_from_context(self, page):
         self.parsed += 1
@@ -53,7 +53,8 @@ def page(content: str) -> SimpleNamespace:
     return SimpleNamespace(url="pytorch/autograd/", title="Autograd", content=content, toc=[], meta={})
 
 
-def test_search_entries_are_the_same_when_remembered():
+def test_search_entries_are_the_same_when_remembered(tmp_path, monkeypatch):
+    monkeypatch.setenv("SEARCH_CACHE_DIR", str(tmp_path))
     first, second = Index(), Index()
     search_index.remember_entries(first)
     search_index.remember_entries(second)  # the next build's index
@@ -62,3 +63,17 @@ def test_search_entries_are_the_same_when_remembered():
     assert second.entries == first.entries and second.parsed == 0
     second.add_entry_from_context(page("<p>grad, changed</p>"))
     assert second.parsed == 1 and second.entries[-1]["text"] == "<p>grad, changed</p>"
+
+
+def test_the_next_build_reads_the_entries_from_disk_unless_a_setting_changed(tmp_path, monkeypatch):
+    monkeypatch.setenv("SEARCH_CACHE_DIR", str(tmp_path))
+    indexes = []
+    for config, terms in (({}, ["张量"]), ({}, ["张量"]), ({"separator": "[\\s]+"}, ["张量"]), ({}, ["张量", "梯度"])):
+        monkeypatch.setattr(search_index, "_entries", {})  # a new build process
+        monkeypatch.setattr(search_index.glossary, "chinese_terms", lambda terms=terms: terms)
+        index = Index(**config)
+        search_index.remember_entries(index)
+        index.add_entry_from_context(page("<p>grad</p>"))
+        indexes.append(index)
+    assert [index.parsed for index in indexes] == [1, 0, 1, 1]  # the search settings and jieba's words count
+    assert all(index.entries == indexes[0].entries for index in indexes)
