@@ -40,6 +40,8 @@ from sitebuild.language import prefix
 
 MARKER = "<!-- pdf-download -->"
 PDF_ENV = "SITE_PDF"  # "1": this build's PDFs will be printed (make pdf)
+BUILT = "%Y-%m-%d %H:%M UTC"  # when the cover says the site was built; BUILT_AT finds it again
+BUILT_AT = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC")
 LABELS = {
     "en": {"download": "Download this site as a PDF", "contents": "Contents",
            "no_pdf": "This build of the site comes without its PDF: <code>make pdf</code> "
@@ -115,7 +117,7 @@ def cover(lang: str, config) -> str:
     env = snippets.machine()  # the probe the snippets ran under, cached
     rows = [
         (labels["commit"], f"<code>{html_lib.escape(sha)}</code>" + (labels["dirty"] if dirty else "")),
-        (labels["date"], datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")),
+        (labels["date"], datetime.now(timezone.utc).strftime(BUILT)),
         (labels["device"], html_lib.escape(env["device"])),
         (labels["torch"], html_lib.escape(env["torch"])),
         (labels["python"], html_lib.escape(env["python"])),

@@ -97,7 +97,7 @@ def remember_entries(index):
     """Material's ``SearchIndex`` (material/plugins/search/plugin.py, 9.8.2) indexing a page
     it indexed before, unchanged, by appending the entries that page made then."""
     index_page = index.add_entry_from_context
-    setting = [index.config, sorted(glossary.chinese_terms()), versions()]
+    setting = [index.config, glossary.chinese_terms(), versions()]
 
     def add_entry_from_context(page):
         key = hashlib.sha256(json.dumps([page.url, page.title, page.content, str(page.toc), page.meta, setting],

@@ -27,7 +27,6 @@ NAV_ENTRY = re.compile(r"^\s+- (?:[^:\n]+: )?([\w/]+\.md)\s*$", re.M)
 SENTENCE_PAGE = DOCS / "pytorch" / "autograd.zh.md"
 OUTPUT_SNIPPET = "snippets/pytorch/autograd.py"
 ARTIFACTS = ROOT / "test-artifacts"
-BUILT_AT = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC")  # the cover's "built on" (sitebuild/print_pages.py)
 
 
 def squeeze(text: str) -> str:
@@ -48,7 +47,7 @@ def title(page) -> str:
 def unstamped(text: str) -> str:
     """The print page without the commit and the minute on its cover: kept in the key, they
     would print both PDFs again at every build."""
-    return BUILT_AT.sub("", text.replace(build_info.commit()[0], ""))
+    return print_pages.BUILT_AT.sub("", text.replace(build_info.commit()[0], ""))
 
 
 def start(site) -> Future:
