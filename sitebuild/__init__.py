@@ -9,6 +9,7 @@ rendered by ``sitebuild.output_blocks``, a Python-Markdown extension, from the r
 ``results``                the build's on-disk cache of snippet results (standard library only)
 ``forkserver``             snippet runs forked from an interpreter that has imported torch
 ``forked_spawn``           in those runs, the ranks that spawn starts, forked from it as well
+``import_env``             the variables its imports read; a run that sets one is done fresh
 ``records``                hardware records, ``python3 -m sitebuild.records`` (standard library only)
 ``output_blocks``          the output blocks, record tabs and "Verified on" matrix (Markdown extension)
 ``background``             ``mkdocs serve`` at once: results run behind "running…" placeholders

@@ -1,19 +1,21 @@
 """multiprocessing's spawn start method, with the new interpreters forked from one that has imported torch.
 
-``torch.multiprocessing.spawn`` starts each rank as a new ``python -c "...spawn_main(...)"``,
-which imports torch again: about 1.3 s of CPU per rank, most of what a small multi-process
-snippet costs. In a forked snippet run (sitebuild/forkserver.py), ``install`` first forks a
-*spawn server*: a copy of the run's interpreter from before the snippet started, torch imported
-and nothing else. Then it points ``multiprocessing.set_executable`` at a stub (``STUB``): a
+``torch.multiprocessing.spawn`` starts each rank as a new ``python -c "...spawn_main(...)"``, which
+imports torch again: about 1.3 s of CPU per rank, most of what a small multi-process snippet costs.
+In a forked snippet run (sitebuild/forkserver.py), ``install`` first forks a *spawn server*: a copy
+of the run's interpreter from before the snippet started, torch and ``torch._dynamo`` imported and
+nothing else (a rank that sets a variable these read is stopped, as its snippet would be:
+sitebuild/import_env.py). Then it points ``multiprocessing.set_executable`` at a stub (``STUB``): a
 Python without site that sends its arguments, environment, working directory and open file
-descriptors to the spawn server and becomes a proxy of the process forked there (its exit
-status, SIGTERM and SIGINT). That process runs the same ``-c`` program a new interpreter would,
-with the same descriptors, so spawn's own protocol does the rest as usual: the parent's
-preparation data, the main module imported anew as ``__mp_main__``, the pickled function.
+descriptors to the spawn server and becomes a proxy of the process forked there (its exit status,
+SIGTERM and SIGINT). That process runs the same ``-c`` program a new interpreter would, with the
+same descriptors, so spawn's own protocol does the rest as usual: the parent's preparation data,
+the main module imported anew as ``__mp_main__``, the pickled function.
 
-What differs from a new interpreter: torch is imported before the main module is, and
-interpreter options before ``-c`` (none for ``python snippet.py``) are not applied. Where the
-spawn server cannot be reached, the stub runs the real interpreter instead. Standard library only.
+What differs from a new interpreter: torch and ``torch._dynamo`` are imported before the main
+module is, and interpreter options before ``-c`` (none for ``python snippet.py``) are not applied.
+Where the spawn server cannot be reached, the stub runs the real interpreter instead. Standard
+library only.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ import socket
 import sys
 import traceback
 from pathlib import Path
+
+from sitebuild import import_env
 
 STUB = r"""
 import json, os, signal, socket, sys
@@ -109,8 +113,9 @@ def run(job: dict, received: list[int]):
             except OSError:  # the listing's own descriptor
                 pass
     os.chdir(job["cwd"])
-    os.environ.clear()
-    os.environ.update(job["environ"])
+    with import_env.unwatched():
+        os.environ.clear()
+        os.environ.update(job["environ"])
     argv = job["argv"]
     program = argv[argv.index("-c") + 1]
     sys.argv = ["-c", *argv[argv.index("-c") + 2:]]

@@ -11,6 +11,14 @@ starts at the snippet's own frame, and the usual interpreter exit (atexit, threa
 What ``import torch`` printed to stderr is written first, as a fresh process would print it.
 The processes that multiprocessing's spawn starts in the child are forked too (``forked_spawn``).
 
+The server also imports ``torch._dynamo`` (``LATER``), which torch imports once a program builds
+an optimizer, DDP, FSDP, a DTensor or ``torch.compile``: 0.85 s of CPU in each of the 22 forked
+processes (snippets and their ranks) of a run of every snippet. Importing it earlier changes no
+result, with two guards: it is preloaded only while its import prints nothing, since a fresh
+process would print that later or never (where it prints, the server refuses to serve and the
+runs are fresh); and a run that sets a variable which these imports read is stopped and done
+again fresh (sitebuild/import_env.py).
+
 Forking a process that has imported torch is what DataLoader workers do by default on Linux;
 torch resets its thread pools in the child. CUDA is not initialised by the import. Linux only:
 on macOS Apple's frameworks are not safe to use after fork (Python spawns there), and Windows
@@ -21,6 +29,7 @@ has no fork. Variables that libraries read at import (``ATEN_CPU_CAPABILITY``, `
 
 from __future__ import annotations
 
+import importlib
 import io
 import json
 import os
@@ -35,12 +44,13 @@ import time
 import traceback
 from pathlib import Path
 
-from sitebuild import forked_spawn
+from sitebuild import forked_spawn, import_env
 
 AVAILABLE = sys.platform == "linux"
 # Set anew for each run and read by nobody at import: a snippet's output folder, and the test
 # that pytest is in when a background thread starts a run (the CPU profiles).
 PER_RUN = {"SNIPPET_OUTPUT_DIR", "PYTEST_CURRENT_TEST"}
+LATER = ["torch._dynamo"]  # imported after torch, while silent: see above
 
 
 class ServerGone(RuntimeError):
@@ -54,12 +64,14 @@ class Server:
         self.proc = subprocess.Popen([sys.executable, "-m", "sitebuild.forkserver"], cwd=cwd, env=environ,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
         self.buffer = b""
-        if self.reply(time.monotonic() + 120) != {"ready": True}:
+        ready = self.reply(time.monotonic() + 120)
+        if ready != {"ready": True}:
             self.proc.kill()
-            raise ServerGone("the server did not import torch within 120 s")
+            raise ServerGone(ready["why"] if ready else "the server did not import torch within 120 s")
 
-    def run(self, path: Path, environ: dict, cwd: Path, timeout: float) -> tuple[int | None, str, str]:
-        """(exit code or None at the timeout, stdout, stderr); the child's process group is killed after."""
+    def run(self, path: Path, environ: dict, cwd: Path, timeout: float) -> tuple[int | None, str, str] | None:
+        """(exit code or None at the timeout, stdout, stderr); the child's process group is killed after.
+        None: the run changed a variable that the server's imports read, and must be done fresh."""
         with tempfile.TemporaryDirectory(prefix="snippet-run-") as tmp:
             out, err = Path(tmp, "stdout"), Path(tmp, "stderr")
             job = {"path": str(path), "environ": environ, "cwd": str(cwd), "stdout": str(out), "stderr": str(err)}
@@ -70,6 +82,8 @@ class Server:
             kill_group(pid)  # at the timeout, or what the snippet left behind
             if ended is None:
                 self.reply(None)  # the server has reaped the killed child
+            if import_env.changed(Path(tmp)):
+                return None
             return (None if ended is None else ended["code"],
                     out.read_text(errors="replace"), err.read_text(errors="replace"))
 
@@ -100,8 +114,9 @@ _idle: dict[tuple, list[Server]] = {}
 _lock = threading.Lock()
 
 
-def run(path: Path, environ: dict, cwd: Path, timeout: float) -> tuple[int | None, str, str]:
-    """Run ``path`` in a child of an idle server of this environment; start one if none is idle."""
+def run(path: Path, environ: dict, cwd: Path, timeout: float) -> tuple[int | None, str, str] | None:
+    """Run ``path`` in a child of an idle server of this environment; start one if none is idle.
+    None: it must be run fresh instead (``Server.run``)."""
     key = tuple(sorted((k, v) for k, v in environ.items() if k not in PER_RUN))
     with _lock:
         free = _idle.setdefault(key, [])
@@ -116,7 +131,12 @@ def run(path: Path, environ: dict, cwd: Path, timeout: float) -> tuple[int | Non
 # The server side: ``python -m sitebuild.forkserver``, started by Server.
 
 def serve():
-    preloaded = preload()
+    with import_env.recording():
+        preloaded = import_quietly(["torch"])
+        later = import_quietly(LATER)
+    if later:
+        send({"ready": False, "why": f"importing {', '.join(LATER)} printed: {later[-2000:]}"})
+        return
     send({"ready": True})
     for line in sys.stdin.buffer:
         job = json.loads(line)
@@ -127,13 +147,14 @@ def serve():
         send({"code": os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])})
 
 
-def preload() -> str:
-    """``import torch``, with whatever it writes to stderr captured and returned."""
+def import_quietly(modules) -> str:
+    """Import ``modules``, with whatever they write to stderr captured and returned."""
     with tempfile.TemporaryFile() as captured:
         saved = os.dup(2)
         os.dup2(captured.fileno(), 2)
         try:
-            import torch  # noqa: F401
+            for module in modules:
+                importlib.import_module(module)
         finally:
             sys.stderr.flush()
             os.dup2(saved, 2)
@@ -161,7 +182,9 @@ def child(job: dict, preloaded: str):
     path = job["path"]
     sys.argv = [path]
     sys.path[0] = os.path.dirname(path)
-    forked_spawn.install(Path(job["stdout"]).parent)  # ranks started by spawn fork too
+    folder = Path(job["stdout"]).parent
+    import_env.watch(folder)
+    forked_spawn.install(folder)  # ranks started by spawn fork too, and are watched too
     try:
         runpy.run_path(path, run_name="__main__")
     except SystemExit:

@@ -5,7 +5,9 @@ that has Python and the snippets' own imports (torch, numpy, ...) but no mkdocs 
 venv. The build (``sitebuild/results.py``) and the tests use the same functions.
 
 A snippet may carry a line ``# snippet: timeout=300 serial``: its timeout in seconds
-(default 120) and ``serial``, which the build honours by running it alone.
+(default 120) and ``serial``, which the build honours by running it alone. A third word,
+``cpu-independent``, says that its outcome cannot depend on the CPU's kernels or threads,
+so that the CPU profiles skip it (tests/test_cpu_profiles.py); the snippet says why.
 """
 
 from __future__ import annotations
@@ -132,21 +134,27 @@ def discover() -> list[Path]:
     return sorted(p for p in SNIPPETS.rglob("*.py") if not p.name.startswith("_"))
 
 
-def relative(path: Path) -> str:
-    return path.resolve().relative_to(ROOT).as_posix()
+def relative(path: Path, root: Path | None = None) -> str:
+    return path.resolve().relative_to(root or ROOT).as_posix()
+
+
+def header(path: Path) -> list[str]:
+    """The words of the ``# snippet:`` line, anywhere in the file."""
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("# snippet:"):
+            return line.split(":", 1)[1].split()
+    return []
 
 
 def options(path: Path) -> tuple[int, bool]:
-    """(timeout, serial) from a ``# snippet: timeout=N serial`` line, anywhere in the file."""
-    timeout, serial = DEFAULT_TIMEOUT, False
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.startswith("# snippet:"):
-            for word in line.split(":", 1)[1].split():
-                if word.startswith("timeout="):
-                    timeout = int(word.split("=", 1)[1])
-                elif word == "serial":
-                    serial = True
-    return timeout, serial
+    """(timeout, serial) from a ``# snippet: timeout=N serial`` line."""
+    words = header(path)
+    timeout = next((int(w.split("=", 1)[1]) for w in words if w.startswith("timeout=")), DEFAULT_TIMEOUT)
+    return timeout, "serial" in words
+
+
+def cpu_independent(path: Path) -> bool:
+    return "cpu-independent" in header(path)
 
 
 def local_sources(path: Path, seen: set[Path] | None = None) -> list[Path]:
@@ -204,15 +212,17 @@ def _machine() -> dict:
 
 
 def execute(path: Path, outdir: Path, env: dict | None = None, timeout: int | None = None,
-            preloaded: bool = False) -> Result:
+            preloaded: bool = False, root: Path | None = None) -> Result:
     """Run one snippet in its own process group; kill the whole group when it ends.
 
     ``env`` is added to this process's environment (for example a CPU profile, or
     ``OMP_NUM_THREADS``); figures land in ``outdir`` ($SNIPPET_OUTPUT_DIR). ``timeout``
     replaces the snippet's own (a recorder's time budget may leave less). ``preloaded``:
     forked from a process that has imported torch already (sitebuild/forkserver.py), on Linux.
+    ``root``: the working directory, which the result's path is relative to (default: the repository).
     """
     timeout = timeout or options(path)[0]
+    root = root or ROOT
     environ = dict(os.environ, SNIPPET_OUTPUT_DIR=str(outdir), MPLBACKEND="Agg",
                    PYTHONUNBUFFERED="1") | (env or {})
     environ |= inductor_cache(environ)
@@ -220,17 +230,17 @@ def execute(path: Path, outdir: Path, env: dict | None = None, timeout: int | No
     ran = None
     if preloaded and forkserver.AVAILABLE:
         try:
-            ran = forkserver.run(path, environ, ROOT, timeout)
+            ran = forkserver.run(path, environ, root, timeout)
         except forkserver.ServerGone:  # torch does not import there, say: a fresh run says why
             pass
-    code, stdout, stderr = ran or fresh(path, environ, timeout)
-    return Result(relative(path), code, stdout, stderr, round(time.perf_counter() - start, 2),
+    code, stdout, stderr = ran or fresh(path, environ, timeout, root)  # None: it set what the server's imports read
+    return Result(relative(path, root), code, stdout, stderr, round(time.perf_counter() - start, 2),
                   timeout, machine(), figures=sorted(p.name for p in outdir.iterdir()))
 
 
-def fresh(path: Path, environ: dict, timeout: int) -> tuple[int | None, str, str]:
+def fresh(path: Path, environ: dict, timeout: int, root: Path) -> tuple[int | None, str, str]:
     """``python <path>``: (exit code or None at the timeout, stdout, stderr)."""
-    proc = subprocess.Popen([sys.executable, str(path)], cwd=ROOT, env=environ, text=True,
+    proc = subprocess.Popen([sys.executable, str(path)], cwd=root, env=environ, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     try:
         stdout, stderr = proc.communicate(timeout=timeout)

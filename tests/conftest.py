@@ -14,7 +14,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from concurrent.futures import Future, ThreadPoolExecutor
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
 import pytest
@@ -81,18 +82,39 @@ def pytest_runtest_makereport(item, call):
 
 COLLECTED: set[str] = set()  # the test files this session runs
 JOBS: dict[str, Future] = {}
-_threads = ThreadPoolExecutor(max_workers=4)  # CPU profiles, PDFs, fault builds, page checks
+_threads = ThreadPoolExecutor(max_workers=4)  # the build, the CPU profiles, the PDFs, the fault builds
 
 
-def background(key: str, work, *args) -> Future:
+def background(key: str, work, *args, yields: bool = False) -> Future:
     """``work(*args)`` in a thread, started once per session under ``key``.
 
     Long jobs start early (at collection, or when the build is done) and fill the
     cores the tests in between leave idle; the tests that need a result wait for it.
+    A job that ``yields`` runs in a thread of its own at nice 10, and so does every process
+    it starts (Linux's nice is per thread, and inherited): for jobs that only the last tests
+    wait for, which then take the cores that the tests before them leave idle, instead of
+    slowing those tests down and leaving the cores idle after.
     """
     if key not in JOBS:
-        JOBS[key] = _threads.submit(work, *args)
+        JOBS[key] = yielding(work, *args) if yields else _threads.submit(work, *args)
     return JOBS[key]
+
+
+def yielding(work, *args) -> Future:
+    """``work(*args)`` in a new thread at nice 10."""
+    done = Future()
+
+    def run():
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+        except OSError:  # this thread's id is no process id (macOS): at the usual priority
+            pass
+        try:
+            done.set_result(work(*args))
+        except BaseException as error:
+            done.set_exception(error)
+    threading.Thread(target=run, name=f"yielding {work.__name__}", daemon=True).start()
+    return done
 
 
 # Test files whose subject is the snippets' behaviour (run under other settings, other
@@ -108,11 +130,24 @@ READS_TEST = {"test_profile_really_changes_the_kernels": (),  # torch and the ma
               "test_a_run_on_this_cpu_becomes_a_record_the_build_shows": ("notebooks", "snippets", "sitebuild")}
 
 
+# Fixtures that wait for a background job: the CPU profiles, and those started once the site is built.
+WAITING = {"profile_runs", "builds", "pdfs", "sites", "patch_snippets"}
+
+
+def order(item) -> int:
+    """0: the tests that do not need the site, which run while it is built (``start_build``);
+    1: those that need it; 2: those that wait for another background job; 3: the browser's
+    page checks, which run at a lower priority and take the cores the others leave idle
+    (tests/test_browser.py). So the tests run meanwhile, instead of leaving a core idle."""
+    names = set(getattr(item, "fixturenames", ()))
+    if "page_reports" in names:
+        return 3
+    return 2 if names & WAITING else int("build" in names)
+
+
 def pytest_collection_modifyitems(items):
-    """The browser's page checks last: they run in the background (tests/test_browser.py)
-    and every other test runs meanwhile, instead of leaving a core idle at the end.
-    And the ``reads`` marks of READS and READS_TEST."""
-    items.sort(key=lambda item: getattr(item, "originalname", "") == "test_page_in_browser")
+    """The tests in ``order``, and the ``reads`` marks of READS and READS_TEST."""
+    items.sort(key=order)
     for item in items:
         paths = READS.get(item.path.name, READS_TEST.get(getattr(item, "originalname", "")))
         if paths is not None:
@@ -128,11 +163,15 @@ def start_jobs(modules: list[str], *args):
 
 
 def pytest_collection_finish(session):
-    """Start the CPU-profile runs now, in the background (tests/test_cpu_profiles.py);
-    not for `pytest --collect-only`, which would wait minutes for them at exit."""
+    """Start the site's build and the CPU-profile runs now, in the background
+    (tests/test_cpu_profiles.py); not for `pytest --collect-only`, which would wait
+    minutes for them at exit."""
     if session.config.option.collectonly:
         return
-    COLLECTED.update(item.path.name for item in session.items if not kept(item))
+    running = [item for item in session.items if not kept(item)]
+    COLLECTED.update(item.path.name for item in running)
+    if any(order(item) > 0 for item in running):
+        start_build(session.config)
     start_jobs(["test_cpu_profiles"])
 
 
@@ -166,15 +205,36 @@ def mkdocs_build(root: Path, site: Path, prefix=(), env: dict | None = None) -> 
     )
 
 
-@pytest.fixture(scope="session")
-def build(tmp_path_factory):
-    """The real site, built once (offline when possible); its log is kept beside it."""
-    out = tmp_path_factory.mktemp("build") / "site"
+def start_build(config) -> Future:
+    """The real site's build, once per session, in the background."""
+    if "build" not in JOBS:  # tmp_path_factory's own folder, before any fixture can be asked for it
+        background("build", build_site, config._tmp_path_factory.mktemp("build") / "site")
+    return JOBS["build"]
+
+
+def build_site(out: Path) -> tuple[subprocess.CompletedProcess, Path, str | None]:
+    """The real site, built offline where possible; its log is kept beside it. Once it is
+    built, the jobs that check it start: PDFs, broken copies, page checks, the ProperDocs build."""
     reason = offline_reason()
     # With REPO_URL, as the Pages workflow builds: the page actions are rendered (test_page_actions.py).
     proc = mkdocs_build(ROOT, out, prefix=() if reason else OFFLINE, env={"REPO_URL": REPO_URL})
     (out.parent / "build.log").write_text(proc.stderr, encoding="utf-8")
+    if proc.returncode == 0:
+        start_jobs(["test_pdf", "test_bad_input", "test_browser", "test_properdocs"], out)
     return proc, out, reason
+
+
+@pytest.fixture(scope="session")
+def build(request):
+    return start_build(request.config).result()  # the job that collection started
+
+
+@pytest.fixture
+def patch_snippets(monkeypatch):
+    """``monkeypatch``, for sitebuild.snippets' globals (ROOT, SNIPPETS, discover): once the
+    CPU profiles, which run snippets in background threads with them, are done."""
+    wait([job for key, job in JOBS.items() if key.startswith("profile ")])
+    return monkeypatch
 
 
 @pytest.fixture(scope="session")
@@ -186,6 +246,4 @@ def snippet_results(build):
 def site(build):
     proc, out, _ = build
     assert proc.returncode == 0, f"strict build failed:\n{proc.stderr[-4000:]}"
-    # PDFs, broken copies, page checks, the ProperDocs build
-    start_jobs(["test_pdf", "test_bad_input", "test_browser", "test_properdocs"], out)
     return out

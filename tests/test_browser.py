@@ -260,10 +260,11 @@ def without_commit(text: str, commit: str) -> str:
 def start(site: Path) -> Future:
     """The page checks, in the background from the moment the site is built.
 
-    They keep both cores busy for about a minute; conftest.py moves their test items
-    to the end of the session, so that the other tests run meanwhile.
+    They take the cores that the other tests leave idle (conftest.background, ``yields``):
+    conftest.py moves their test items to the end of the session, so that the other tests
+    run meanwhile.
     """
-    return background("page checks", check_all, serve(site), site)
+    return background("page checks", check_all, serve(site), site, yields=True)
 
 
 @pytest.fixture(scope="session")

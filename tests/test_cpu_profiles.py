@@ -1,6 +1,8 @@
 """Every snippet runs as the build runs it, on weaker CPUs: forked from an interpreter that
 imported torch under the profile's variables, which prints what ``python snippets/...py`` prints
-(sitebuild/forkserver.py, tests/test_forkserver.py).
+(sitebuild/forkserver.py, tests/test_forkserver.py). Only a snippet marked
+``# snippet: cpu-independent`` is left out, and it says why (two_nodes.py: its workers run
+ddp.py, which the profiles run).
 
 CI and readers do not share one CPU model: one CI host is a Xeon with AMX, another an
 AMD EPYC with AVX2 only, and readers bring old laptops. These variables make this
@@ -61,7 +63,7 @@ def run_profile(name: str) -> list[snippets.Result]:
     since they last passed under it (tests/check_cache.py)."""
     results = []
     with tempfile.TemporaryDirectory() as tmp:
-        for path in snippets.discover():
+        for path in profiled():
             key = check_cache.key(f"profile {name}", [PROFILES[name], snippets.source_hashes(path)], CODE)
             kept = check_cache.get(key)
             if kept is not None:
@@ -72,6 +74,11 @@ def run_profile(name: str) -> list[snippets.Result]:
                 check_cache.put(key, dataclasses.asdict(result))
             results.append(result)
     return results
+
+
+def profiled() -> list[Path]:
+    """Every snippet but those whose outcome cannot depend on the CPU (``# snippet: cpu-independent``)."""
+    return [path for path in snippets.discover() if not snippets.cpu_independent(path)]
 
 
 def start() -> dict[str, Future]:
@@ -89,13 +96,15 @@ def profile_runs(request) -> dict[str, list[snippets.Result]]:
             runs[name], source = started[name].result(), ""
         else:
             built = request.getfixturevalue("snippet_results")
-            runs[name] = [built[snippets.relative(p)] for p in snippets.discover()]
+            runs[name] = [built[snippets.relative(p)] for p in profiled()]
             source = " (the build's own runs: this process already runs as this profile)"
         lines.append(f"== {name}: " + " ".join(f"{k}={v}" for k, v in PROFILES[name].items()) + source)
         lines += [f"{r.seconds:7.1f} s / {r.timeout:3d} s  {r.path}  "
                   f"{'ok' if r.ok else 'FAILED: ' + r.why()}{' (kept: passed before)' if r.cached else ''}"
                   for r in runs[name]]
         lines.append(f"{sum(r.seconds for r in runs[name]):7.1f} s in all")
+    lines += [f"not run under the profiles (# snippet: cpu-independent): {snippets.relative(p)}"
+              for p in snippets.discover() if snippets.cpu_independent(p)]
     artifacts = ROOT / "test-artifacts"
     artifacts.mkdir(exist_ok=True)
     (artifacts / "cpu-profiles.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -28,63 +28,86 @@ CASES = {"exit-0": ("", {}), "exit-3": ("sys.exit(3)\n", {}), "traceback": ("fai
          "profile": ("", {"ATEN_CPU_CAPABILITY": "default"})}
 
 
-@pytest.fixture
-def project(tmp_path, monkeypatch):
-    monkeypatch.setattr(snippets, "ROOT", tmp_path)
-    return tmp_path
+def run(path, **options) -> snippets.Result:
+    """A run of ``path`` in its own folder, which stands for the repository."""
+    return snippets.execute(path, path.parent, root=path.parent, **options)
 
 
 def both(path, env, timeout=None) -> tuple[snippets.Result, snippets.Result]:
-    fresh = snippets.execute(path, path.parent, env=env, timeout=timeout)
-    return fresh, snippets.execute(path, path.parent, env=env, timeout=timeout, preloaded=True)
+    return run(path, env=env, timeout=timeout), run(path, env=env, timeout=timeout, preloaded=True)
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_a_forked_run_prints_what_a_fresh_process_prints(project, case):
+def test_a_forked_run_prints_what_a_fresh_process_prints(tmp_path, case):
     ending, env = CASES[case]
-    (project / "demo").mkdir()
-    demo = project / "demo" / "demo.py"
+    (tmp_path / "demo").mkdir()
+    demo = tmp_path / "demo" / "demo.py"
     demo.write_text(DEMO + ending, encoding="utf-8")
     fresh, forked = both(demo, env)
     assert fresh.returncode == {"exit-3": 3, "traceback": 1}.get(case, 0)
     assert (forked.returncode, forked.stdout, forked.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr)
 
 
-def test_the_forked_run_really_starts_with_torch_imported(project):
-    probe = project / "probe.py"
-    probe.write_text("import sys\nprint('torch' in sys.modules)\n", encoding="utf-8")
+def test_the_forked_run_really_starts_with_torch_and_dynamo_imported(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text("import sys\nprint('torch' in sys.modules, 'torch._dynamo' in sys.modules)\n", encoding="utf-8")
     fresh, forked = both(probe, {})
-    assert (fresh.stdout, forked.stdout) == ("False\n", "True\n")
+    assert (fresh.stdout, forked.stdout) == ("False False\n", "True True\n")
 
 
-def test_a_forked_run_is_killed_at_its_timeout_and_the_server_goes_on(project):
-    hang = project / "hang.py"
+SETS_BEFORE_IMPORT = textwrap.dedent("""
+    import os
+    os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "7"  # read as torch._inductor.config is imported
+    import torch._inductor.config
+    print("compile threads", torch._inductor.config.compile_threads)
+""")
+
+
+@pytest.mark.parametrize("where", ["snippet", "rank"])
+def test_a_run_that_sets_what_the_preloaded_imports_read_is_done_fresh(tmp_path, where):
+    """The server imported Inductor's config already, with the caller's environment: only a
+    fresh run sees the 7 (sitebuild/import_env.py). In a rank, the first rank to set it
+    stops, so its snippet is done fresh too."""
+    demo = tmp_path / "demo.py"
+    if where == "snippet":
+        demo.write_text(SETS_BEFORE_IMPORT, encoding="utf-8")
+    else:
+        rank = textwrap.indent(SETS_BEFORE_IMPORT, "    ")
+        demo.write_text(f"import torch.multiprocessing as mp\n\ndef rank(i):{rank}\n"
+                        "if __name__ == '__main__':\n    mp.spawn(rank, nprocs=2)\n", encoding="utf-8")
+    fresh, forked = both(demo, {})
+    assert fresh.returncode == 0 and fresh.stdout.count("compile threads 7\n") == (1 if where == "snippet" else 2)
+    assert (forked.returncode, forked.stdout) == (fresh.returncode, fresh.stdout)
+
+
+def test_a_forked_run_is_killed_at_its_timeout_and_the_server_goes_on(tmp_path):
+    hang = tmp_path / "hang.py"
     hang.write_text("import time\nprint('started', flush=True)\ntime.sleep(600)\n", encoding="utf-8")
-    result = snippets.execute(hang, project, timeout=3, preloaded=True)
+    result = run(hang, timeout=3, preloaded=True)
     assert result.returncode is None and result.stdout == "started\n" and result.seconds < 60
-    quick = project / "quick.py"
+    quick = tmp_path / "quick.py"
     quick.write_text("print('next')\n", encoding="utf-8")
-    assert snippets.execute(quick, project, preloaded=True).stdout == "next\n"
+    assert run(quick, preloaded=True).stdout == "next\n"
 
 
-def test_where_torch_does_not_import_the_snippet_runs_fresh_and_says_why(project):
-    fake = project / "site" / "torch"
+def test_where_torch_does_not_import_the_snippet_runs_fresh_and_says_why(tmp_path):
+    fake = tmp_path / "site" / "torch"
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("raise ImportError('no torch in this environment')\n", encoding="utf-8")
-    needs_torch = project / "needs_torch.py"
+    needs_torch = tmp_path / "needs_torch.py"
     needs_torch.write_text("import torch\n", encoding="utf-8")
-    fresh, forked = both(needs_torch, {"PYTHONPATH": str(project / "site")})
+    fresh, forked = both(needs_torch, {"PYTHONPATH": str(tmp_path / "site")})
     assert forked.returncode == fresh.returncode == 1
     assert forked.stderr == fresh.stderr and "no torch in this environment" in forked.stderr
 
 
-def test_runs_share_a_server_unless_a_variable_read_at_import_differs(project):
+def test_runs_share_a_server_unless_a_variable_read_at_import_differs(tmp_path):
     """The server is a run's parent: one per environment, pytest's own per-test variable aside."""
-    parent = project / "parent.py"
+    parent = tmp_path / "parent.py"
     parent.write_text("import os\nprint(os.getppid())\n", encoding="utf-8")
 
     def server(env):
-        return snippets.execute(parent, project, env=env, preloaded=True).stdout
+        return run(parent, env=env, preloaded=True).stdout
 
     assert server({"PYTEST_CURRENT_TEST": "one"}) == server({"PYTEST_CURRENT_TEST": "two"})
     assert server({"OMP_NUM_THREADS": "1"}) != server({"OMP_NUM_THREADS": "2"})  # whatever the caller set
@@ -128,10 +151,10 @@ def without_logs(stderr: str) -> str:
 
 
 @pytest.mark.parametrize("ending", ["raise", "kill"])  # rank 0 ends normally in both
-def test_ranks_that_spawn_starts_are_forked_and_end_as_new_interpreters_would(project, ending):
+def test_ranks_that_spawn_starts_are_forked_and_end_as_new_interpreters_would(tmp_path, ending):
     """mp.spawn in a forked run gets its ranks from a copy of the preloaded interpreter
     (sitebuild/forked_spawn.py): the same output, exit codes and signals as new interpreters."""
-    demo = project / "spawns.py"
+    demo = tmp_path / "spawns.py"
     demo.write_text(f"ENDING = {ending!r}\n" + SPAWNS, encoding="utf-8")
     fresh, forked = both(demo, {})
     assert fresh.returncode == 1

@@ -42,7 +42,7 @@ def properdocs_build(site: Path) -> tuple[subprocess.CompletedProcess, Path]:
 
 
 def start(site: Path) -> Future:
-    return background("properdocs", properdocs_build, site)
+    return background("properdocs", properdocs_build, site, yields=True)
 
 
 @pytest.fixture(scope="session")

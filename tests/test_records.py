@@ -60,10 +60,10 @@ def test_a_record_must_be_named_after_its_machine_and_day(tmp_path):
         records.load(tmp_path)
 
 
-def test_a_second_run_on_the_same_machine_and_day_replaces_the_first(tmp_path, monkeypatch):
+def test_a_second_run_on_the_same_machine_and_day_replaces_the_first(tmp_path, patch_snippets):
     demo = tmp_path / "demo.py"
-    monkeypatch.setattr(snippets, "ROOT", tmp_path)
-    monkeypatch.setattr(snippets, "discover", lambda: [demo])
+    patch_snippets.setattr(snippets, "ROOT", tmp_path)
+    patch_snippets.setattr(snippets, "discover", lambda: [demo])
     for text in ("first", "second"):
         demo.write_text(f"print({text!r})\n")
         records.record(tmp_path / "records")
@@ -73,11 +73,11 @@ def test_a_second_run_on_the_same_machine_and_day_replaces_the_first(tmp_path, m
     assert only.snippets["demo.py"]["stdout"] == "second\n"
 
 
-def test_a_failing_snippet_is_recorded_not_dropped(tmp_path, monkeypatch):
+def test_a_failing_snippet_is_recorded_not_dropped(tmp_path, patch_snippets):
     broken = tmp_path / "broken.py"
     broken.write_text("raise RuntimeError('CUDA error: injected')\n")
-    monkeypatch.setattr(snippets, "ROOT", tmp_path)
-    monkeypatch.setattr(snippets, "discover", lambda: [broken])
+    patch_snippets.setattr(snippets, "ROOT", tmp_path)
+    patch_snippets.setattr(snippets, "discover", lambda: [broken])
     (rec,) = records.load(records.record(tmp_path)[0].parent)
     kept = rec.snippets["broken.py"]
     assert kept["returncode"] == 1 and "RuntimeError: CUDA error: injected" in kept["stderr_tail"]
@@ -108,15 +108,15 @@ def test_adding_a_record_of_another_torch_on_the_same_day_is_refused(tmp_path):
     assert (kept / "nvidia-h200-2026-12-03.json").read_text(encoding="utf-8") == before
 
 
-def test_a_budget_leaves_out_what_does_not_fit_and_says_so(tmp_path, monkeypatch):
+def test_a_budget_leaves_out_what_does_not_fit_and_says_so(tmp_path, patch_snippets):
     scripts = {"a_broken.py": "raise SystemExit('broken')\n", "b_fast.py": "print('fast')\n",
                "c_slow.py": "import time\ntime.sleep(60)\n", "d_late.py": "print('never started')\n"}
     for name, text in scripts.items():
         (tmp_path / name).write_text(text)
-    monkeypatch.setattr(snippets, "ROOT", tmp_path)
-    monkeypatch.setattr(snippets, "discover", lambda: sorted(tmp_path.glob("*.py")))
-    monkeypatch.setattr(records, "MIN_SLOT", 1)
-    monkeypatch.setattr(records, "slug", lambda device, day: "lent-gpu-" + day)
+    patch_snippets.setattr(snippets, "ROOT", tmp_path)
+    patch_snippets.setattr(snippets, "discover", lambda: sorted(tmp_path.glob("*.py")))
+    patch_snippets.setattr(records, "MIN_SLOT", 1)
+    patch_snippets.setattr(records, "slug", lambda device, day: "lent-gpu-" + day)
     out = tmp_path / "out"
     assert records.main(["--out", str(out), "--budget", "3"]) == 0
     (rec,) = records.load(out)
@@ -126,10 +126,10 @@ def test_a_budget_leaves_out_what_does_not_fit_and_says_so(tmp_path, monkeypatch
     assert re.search(r"^c_slow\.py: cut at [12] s by the budget", report, re.M) and "d_late.py: not run" in report
 
 
-def test_status_follows_the_sources(tmp_path, monkeypatch):
+def test_status_follows_the_sources(tmp_path, patch_snippets):
     shutil.copytree(ROOT / "snippets", tmp_path / "snippets")
-    monkeypatch.setattr(snippets, "ROOT", tmp_path)
-    monkeypatch.setattr(snippets, "SNIPPETS", tmp_path / "snippets")
+    patch_snippets.setattr(snippets, "ROOT", tmp_path)
+    patch_snippets.setattr(snippets, "SNIPPETS", tmp_path / "snippets")
     rec = records.Record("r", MACHINE, "2026-12-03", {
         "snippets/gpu/check_gpu.py": entry("snippets/gpu/check_gpu.py", root=tmp_path),
         "snippets/pytorch/tensors.py": entry(root=tmp_path)})

@@ -18,10 +18,10 @@ def test_snippet_runs(path, snippet_results):
     assert result.stdout.strip(), f"{result.path} printed nothing for its page"
 
 
-def test_cache_key_follows_content(tmp_path, monkeypatch):
+def test_cache_key_follows_content(tmp_path, patch_snippets):
     """A changed snippet or a changed local import gets a new key; nothing else does."""
-    monkeypatch.setattr(snippets, "SNIPPETS", tmp_path)
-    monkeypatch.setattr(snippets, "ROOT", tmp_path)
+    patch_snippets.setattr(snippets, "SNIPPETS", tmp_path)
+    patch_snippets.setattr(snippets, "ROOT", tmp_path)
     helper = tmp_path / "_helper.py"
     helper.write_text("X = 1\n")
     snippet = tmp_path / "demo.py"
@@ -37,15 +37,15 @@ def test_cache_key_follows_content(tmp_path, monkeypatch):
 def test_options_are_read(tmp_path):
     snippet = tmp_path / "slow.py"
     snippet.write_text('"""Doc."""\n# snippet: timeout=7 serial\nprint(1)\n')
-    assert snippets.options(snippet) == (7, True)
-    snippet.write_text("print(1)\n")
-    assert snippets.options(snippet) == (snippets.DEFAULT_TIMEOUT, False)
+    assert snippets.options(snippet) == (7, True) and not snippets.cpu_independent(snippet)
+    snippet.write_text("# snippet: cpu-independent\nprint(1)\n")
+    assert snippets.options(snippet) == (snippets.DEFAULT_TIMEOUT, False) and snippets.cpu_independent(snippet)
 
 
-def test_each_cpu_capability_gets_its_own_inductor_cache(tmp_path, monkeypatch):
+def test_each_cpu_capability_gets_its_own_inductor_cache(tmp_path, patch_snippets):
     """Inductor's FX graph cache would hand code built for one ISA to a run under another
     (snippets.inductor_cache), the folder torch itself put in os.environ included."""
-    monkeypatch.setattr(snippets, "ROOT", tmp_path)
+    patch_snippets.setattr(snippets, "ROOT", tmp_path)
     snippet = tmp_path / "where.py"
     snippet.write_text('import os\nprint(os.environ.get("TORCHINDUCTOR_CACHE_DIR"))\n')
 

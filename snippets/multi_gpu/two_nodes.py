@@ -5,6 +5,9 @@ other through the rendezvous endpoint 127.0.0.1:<free port>, form one job of 4
 ranks, and run ddp.py unchanged. On real machines the endpoint is the address of
 one of them, and the same command runs on every machine.
 """
+# snippet: cpu-independent
+# The CPU profiles skip this file: what it adds to ddp.py is the launch (torchrun, the
+# rendezvous), which no CPU kernel or thread count reaches, and they run ddp.py itself.
 
 # --8<-- [start:launch]
 import os

@@ -1,0 +1,85 @@
+"""The variables that the fork server's imports read, and the forked runs that change them.
+
+A fresh ``python snippet.py`` imports torch only when the snippet says so, and ``torch._dynamo``
+only when it first needs it. So a snippet may set a variable that these read as they are
+imported: torch_compile.py sets ``TORCHINDUCTOR_COMPILE_THREADS`` before ``import torch``,
+triton_kernels.py sets ``TRITON_INTERPRET`` before ``import triton``. Forked from a server
+that imported them already (sitebuild/forkserver.py), it would run with the server's values.
+
+So the server records what its imports read through ``os.environ`` (``recording``), and every
+forked process, a snippet or a rank that it spawns (sitebuild/forked_spawn.py), ``watch``es its
+own writes. Setting or unsetting a recorded variable, or one named like those that C code reads
+through getenv (Triton's knobs, ATen, oneDNN, MKL, OpenMP, CUDA), ends that process at once and
+leaves a note in the run's folder: the run is then done again as a fresh process. Standard
+library only.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from contextlib import contextmanager
+from pathlib import Path
+
+READ_BY_C = re.compile(r"TORCH|TRITON|INDUCTOR|DYNAMO|^(ATEN|ONEDNN|DNNL|MKL|OMP|KMP|CUDA|NCCL)_")
+NOTE = "changed-at-import"  # the file a stopped run leaves in its folder
+_read: set[str] = set()
+_note: Path | None = None
+
+
+class _Recording(os._Environ):
+    def __getitem__(self, key):
+        _read.add(key)
+        return super().__getitem__(key)
+
+
+class _Watched(os._Environ):
+    def __setitem__(self, key, value):
+        if self.get(key) != value:
+            _check(key)
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key):
+        if key in self:
+            _check(key)
+        super().__delitem__(key)
+
+
+def _check(key: str):
+    if _note is not None and (key in _read or READ_BY_C.search(key)):
+        _note.write_text(f"{key} changed by the run; the fork server's imports had read it\n", encoding="utf-8")
+        os._exit(70)
+
+
+@contextmanager
+def recording():
+    """Every variable read through ``os.environ`` meanwhile is remembered."""
+    os.environ.__class__ = _Recording
+    try:
+        yield
+    finally:
+        os.environ.__class__ = os._Environ
+
+
+def watch(folder: Path):
+    """From now on, a write to a variable that the imports read stops this process (see above)."""
+    global _note
+    _note = folder / NOTE
+    os.environ.__class__ = _Watched
+
+
+@contextmanager
+def unwatched():
+    """Set a forked process's environment as its caller's: its own writes are watched after."""
+    watched = os.environ.__class__
+    os.environ.__class__ = os._Environ
+    try:
+        yield
+    finally:
+        os.environ.__class__ = watched
+
+
+def changed(folder: Path) -> str | None:
+    """Why the run in ``folder`` was stopped, if it was."""
+    note = folder / NOTE
+    return note.read_text(encoding="utf-8") if note.exists() else None
