@@ -132,17 +132,17 @@ READS_TEST = {"test_profile_really_changes_the_kernels": (),  # torch and the ma
 
 # Fixtures that wait for a background job: the CPU profiles, and those started once the site is built.
 WAITING = {"profile_runs", "builds", "pdfs", "sites", "patch_snippets"}
+# ... for the browser's page checks, or for every job (a font setting that no job may see: test_pdf.py)
+LAST = {"page_reports", "no_cjk_fonts"}
 
 
 def order(item) -> int:
     """0: the tests that do not need the site, which run while it is built (``start_build``);
-    1: those that need it; 2: those that wait for another background job; 3: the browser's
-    page checks, which run at a lower priority and take the cores the others leave idle
-    (tests/test_browser.py). So the tests run meanwhile, instead of leaving a core idle."""
+    1: those that need it; 2: those that wait for another background job; 3: those that wait
+    for the browser's page checks, which run at a lower priority and take the cores the others
+    leave idle (tests/test_browser.py). So the tests run meanwhile, instead of leaving a core idle."""
     names = set(getattr(item, "fixturenames", ()))
-    if "page_reports" in names:
-        return 3
-    return 2 if names & WAITING else int("build" in names)
+    return 3 if names & LAST else 2 if names & WAITING else int("build" in names)
 
 
 def pytest_collection_modifyitems(items):
