@@ -47,18 +47,24 @@ class _Watched(os._Environ):
 
 def _check(key: str):
     if _note is not None and (key in _read or READ_BY_C.search(key)):
-        _note.write_text(f"{key} changed by the run; the fork server's imports had read it\n", encoding="utf-8")
+        _note.touch()
         os._exit(70)
 
 
 @contextmanager
-def recording():
-    """Every variable read through ``os.environ`` meanwhile is remembered."""
-    os.environ.__class__ = _Recording
+def _as(environ_class):
+    """``os.environ`` behaves as ``environ_class`` meanwhile, then as before."""
+    before = os.environ.__class__
+    os.environ.__class__ = environ_class
     try:
         yield
     finally:
-        os.environ.__class__ = os._Environ
+        os.environ.__class__ = before
+
+
+def recording():
+    """Every variable read through ``os.environ`` meanwhile is remembered."""
+    return _as(_Recording)
 
 
 def watch(folder: Path):
@@ -68,18 +74,11 @@ def watch(folder: Path):
     os.environ.__class__ = _Watched
 
 
-@contextmanager
 def unwatched():
     """Set a forked process's environment as its caller's: its own writes are watched after."""
-    watched = os.environ.__class__
-    os.environ.__class__ = os._Environ
-    try:
-        yield
-    finally:
-        os.environ.__class__ = watched
+    return _as(os._Environ)
 
 
-def changed(folder: Path) -> str | None:
-    """Why the run in ``folder`` was stopped, if it was."""
-    note = folder / NOTE
-    return note.read_text(encoding="utf-8") if note.exists() else None
+def changed(folder: Path) -> bool:
+    """Whether the run in ``folder`` was stopped for setting what the imports read."""
+    return (folder / NOTE).exists()
