@@ -193,12 +193,17 @@ def source_hashes(path: Path) -> dict[str, str]:
 
 
 _probing = threading.Lock()
+# The probe's answer, handed to the processes this one starts: each build that a test session
+# starts would otherwise import torch once more for it (a second of CPU).
+HANDED = "SITEBUILD_MACHINE"
+# What hides devices from torch: a child that sets one of these differently probes anew.
+VISIBILITY = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
 
 
 def machine() -> dict:
     """Device, torch, Python, CUDA, driver, GPUs, CPU and OS of this Python's torch.
 
-    Asked once per process (a child that imports torch: seconds), also when a thread
+    Asked once per process tree (a child that imports torch: seconds), also when a thread
     started it early (sitebuild/background.py) and another asks meanwhile."""
     with _probing:
         return _machine()
@@ -206,9 +211,20 @@ def machine() -> dict:
 
 @lru_cache(maxsize=1)
 def _machine() -> dict:
+    """The answer a parent handed down (``HANDED``) where this process would probe the same
+    (the same interpreter, the same devices visible); otherwise a probe, handed on in turn."""
+    handed = json.loads(os.environ.get(HANDED) or "{}")
+    if handed.get("asker") == asker():
+        return handed["machine"]
     out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
                          timeout=DEFAULT_TIMEOUT, check=True)
-    return json.loads(out.stdout)
+    found = json.loads(out.stdout)
+    os.environ[HANDED] = json.dumps({"asker": asker(), "machine": found})
+    return found
+
+
+def asker() -> list:
+    return [sys.executable, *(os.environ.get(name) for name in VISIBILITY)]
 
 
 def execute(path: Path, outdir: Path, env: dict | None = None, timeout: int | None = None,

@@ -1,5 +1,10 @@
 """Every snippet runs to the end and its asserts pass: one test per snippet."""
 
+import json
+import os
+import subprocess
+import sys
+
 import pytest
 
 from sitebuild import results, snippets
@@ -58,3 +63,18 @@ def test_each_cpu_capability_gets_its_own_inductor_cache(tmp_path, patch_snippet
     assert avx2 != default and avx2.endswith("_avx2") and default.endswith("_default")
     assert cache_dir({"ATEN_CPU_CAPABILITY": "avx2", "TORCHINDUCTOR_CACHE_DIR": "mine"}) == "mine_avx2"
     assert cache_dir({"TORCHINDUCTOR_CACHE_DIR": "mine"}) == "mine"
+
+
+def test_a_process_takes_the_probe_its_parent_handed_down_unless_it_sees_other_devices():
+    """The builds a test session starts take its machine probe (snippets.HANDED) instead of
+    importing torch for one of their own, but not where other GPUs are visible."""
+    handed = {"asker": snippets.asker(), "machine": {"device": "handed down"}}
+    ask = "from sitebuild import snippets; print(snippets.machine()['device'])"
+
+    def device(**env):
+        environ = {**os.environ, snippets.HANDED: json.dumps(handed), **env}
+        return subprocess.run([sys.executable, "-c", ask], env=environ, capture_output=True, text=True,
+                              check=True).stdout.strip()
+    assert device() == "handed down"
+    other = "" if os.environ.get("CUDA_VISIBLE_DEVICES") != "" else "0"
+    assert device(CUDA_VISIBLE_DEVICES=other) != "handed down"
