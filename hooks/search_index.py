@@ -10,7 +10,6 @@ from sitebuild.language import prefix
 
 def on_config(config):
     """After Material's on_config (hooks follow the plugins), which makes a new index per build."""
-    search_index.add_glossary_words()
     search_index.remember_entries(config.plugins["material/search"].search_index)
 
 

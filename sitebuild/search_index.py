@@ -34,6 +34,7 @@ import hashlib
 import json
 import os
 import re
+from functools import cache
 from importlib import metadata
 from pathlib import Path
 
@@ -45,8 +46,11 @@ from sitebuild.snippets import ROOT
 CONFIG = re.compile(r'(<script id="__config" type="application/json">)(.*?)(</script>)', re.S)
 
 
+@cache  # jieba's words are the process's: once is enough
 def add_glossary_words():
-    """Every Chinese glossary term becomes a word to jieba, when it is installed."""
+    """Every Chinese glossary term becomes a word to jieba, when it is installed. Called before
+    the first page that is indexed anew: the first word makes jieba load its dictionary (half
+    a second), which a build whose pages' entries are all kept never needs."""
     try:
         import jieba  # what Material's search plugin segments Chinese with
     except ImportError:
@@ -106,6 +110,7 @@ def remember_entries(index):
         if key not in _entries and file.is_file():
             _entries[key] = json.loads(file.read_text(encoding="utf-8"))
         if key not in _entries:
+            add_glossary_words()
             start = len(index.entries)
             index_page(page)
             _entries[key] = [dict(entry) for entry in index.entries[start:]]
