@@ -116,8 +116,10 @@ def suites() -> list[tuple[str, float, str]]:
 
 
 def passed(log: str) -> str:
+    """pytest's counts, and the test that failed, if any: a time with a failure is no measurement."""
     counted = re.findall(r"^=* ?(\d+ (?:failed|passed).*?) in [\d.]+s.*$", log, re.M)
-    return counted[-1] if counted else "?"
+    failed = re.findall(r"^FAILED (\S+)", log, re.M)
+    return (counted[-1] if counted else "?") + (f" ({', '.join(failed)})" if failed else "")
 
 
 def snippet_times() -> list[tuple[str, float]]:
