@@ -215,9 +215,9 @@ def check_all(server, site: Path) -> dict[str, list[str]]:
     The tabs share one browser context: a fresh context per page cost about 40 %
     more CPU (axe-core's script compiled anew each time), and a page check changes no
     state that another could see. Each tab checks page after page: a new tab per page
-    cost about 55 % more CPU (82 against 52 core-s for the 93 pages, 2-core AMX Xeon).
-    Under `make test`, a page that passed is not checked
-    again until its HTML or a file it loads changes (tests/check_cache.py).
+    cost about a fifth more CPU (81 against 67 core-s for the 93 pages, 2-core AMX Xeon).
+    Under `make test`, a page that passed is not checked again until its HTML or a file
+    it loads changes (tests/check_cache.py).
 
     Each page's search worker gets its language's index without documents: building the
     real index anew on every page cost a quarter of the page checks' CPU, and
