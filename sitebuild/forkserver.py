@@ -47,10 +47,9 @@ from pathlib import Path
 from sitebuild import forked_spawn, import_env
 
 AVAILABLE = sys.platform == "linux"
-# Set anew for each run and read by nobody at import: a snippet's output folder, the test
-# that pytest is in when a background thread starts a run (the CPU profiles), and the
-# machine probe's answer, set once the caller has one (snippets.HANDED).
-PER_RUN = {"SNIPPET_OUTPUT_DIR", "PYTEST_CURRENT_TEST", "SITEBUILD_MACHINE"}
+# Set anew for each run and read by nobody at import: a snippet's output folder, and the test
+# that pytest is in when a background thread starts a run (the CPU profiles).
+PER_RUN = {"SNIPPET_OUTPUT_DIR", "PYTEST_CURRENT_TEST"}
 LATER = ["torch._dynamo"]  # imported after torch, while silent: see above
 
 

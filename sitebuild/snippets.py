@@ -213,13 +213,13 @@ def machine() -> dict:
 def _machine() -> dict:
     """The answer a parent handed down (``HANDED``) where this process would probe the same
     (the same interpreter, the same devices visible); otherwise a probe, handed on in turn."""
-    handed = json.loads(os.environ.get(HANDED) or "{}")
-    if handed.get("asker") == asker():
+    handed, me = json.loads(os.environ.get(HANDED) or "{}"), asker()
+    if handed.get("asker") == me:
         return handed["machine"]
     out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
                          timeout=DEFAULT_TIMEOUT, check=True)
     found = json.loads(out.stdout)
-    os.environ[HANDED] = json.dumps({"asker": asker(), "machine": found})
+    os.environ[HANDED] = json.dumps({"asker": me, "machine": found})
     return found
 
 
@@ -241,6 +241,7 @@ def execute(path: Path, outdir: Path, env: dict | None = None, timeout: int | No
     root = root or ROOT
     environ = dict(os.environ, SNIPPET_OUTPUT_DIR=str(outdir), MPLBACKEND="Agg",
                    PYTHONUNBUFFERED="1") | (env or {})
+    environ.pop(HANDED, None)  # the build's own: a snippet has no use for it, as it has not in a reader's shell
     environ |= inductor_cache(environ)
     start = time.perf_counter()
     ran = None

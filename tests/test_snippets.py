@@ -65,9 +65,10 @@ def test_each_cpu_capability_gets_its_own_inductor_cache(tmp_path, patch_snippet
     assert cache_dir({"TORCHINDUCTOR_CACHE_DIR": "mine"}) == "mine"
 
 
-def test_a_process_takes_the_probe_its_parent_handed_down_unless_it_sees_other_devices():
+def test_a_process_takes_the_probe_its_parent_handed_down_unless_it_sees_other_devices(tmp_path):
     """The builds a test session starts take its machine probe (snippets.HANDED) instead of
-    importing torch for one of their own, but not where other GPUs are visible."""
+    importing torch for one of their own, but not where other GPUs are visible. A snippet's
+    environment is left without it, as a reader's would be."""
     handed = {"asker": snippets.asker(), "machine": {"device": "handed down"}}
     ask = "from sitebuild import snippets; print(snippets.machine()['device'])"
 
@@ -78,3 +79,6 @@ def test_a_process_takes_the_probe_its_parent_handed_down_unless_it_sees_other_d
     assert device() == "handed down"
     other = "" if os.environ.get("CUDA_VISIBLE_DEVICES") != "" else "0"
     assert device(CUDA_VISIBLE_DEVICES=other) != "handed down"
+    shows = tmp_path / "shows.py"
+    shows.write_text(f"import os\nprint(os.environ.get({snippets.HANDED!r}))\n", encoding="utf-8")
+    assert snippets.execute(shows, tmp_path, env={snippets.HANDED: "set"}, root=tmp_path).stdout == "None\n"
