@@ -22,6 +22,23 @@ option, ``language`` (``en`` or ``zh``), names the language of the labels. Pytho
 tells an extension nothing about the page it renders, so the MkDocs adapter
 (hooks/snippet_runner.py) sets it per page; an engine without that hook gets English labels.
 
+**Nothing from a record or from a program's output reaches Markdown as markup.** Records
+arrive by pull request (sitebuild/records.py bounds what they may hold), and a snippet may
+print anything. This module writes Markdown that cannot be escaped from, rather than HTML:
+that keeps Material's own tab markup and numbering (one counter per page, shared with the
+prose's tabs), keeps today's pages byte for byte where nothing needed escaping, and works in
+any Python-Markdown engine. Two rules:
+
+- Output text stands in a backtick fence longer than its longest run of backticks
+  (``records.fenced``), so no line of it can close the fence; inside a fence, ``<!--``,
+  ``{: ...}`` and links are text. Terminal colour codes are dropped.
+- Machine fields, which become tab labels, provenance lines and table cells, go through
+  ``inline()``: HTML's special characters, backticks and ``|`` become character references,
+  and Markdown's other punctuation gets a backslash, which renders as the character itself.
+
+The preprocessor runs after pymdownx.snippets (``PRIORITY``), so a ``--8<--`` line in an
+output is text too, not an include.
+
 Why not markdown-exec: static-i18n builds the site once per language, and markdown-exec
 runs code in the build's process while each page renders, so every example would run
 twice per build, share one interpreter's global state (torch threads, seeds,
@@ -30,6 +47,7 @@ multiprocessing), and run again on every prose-only rebuild.
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
 from markdown import Extension
@@ -40,7 +58,9 @@ from sitebuild.snippets import ROOT, Result
 
 OUTPUT_LINE = "<!-- output: "
 PROVENANCE_LINE = "<!-- snippet-provenance -->"
-PRIORITY = 40  # before every other preprocessor: pymdownx.snippets (32) and the HTML stash (20)
+# After pymdownx.snippets (32), which would expand a `--8<--` line of an output; before
+# SuperFences (25) and the HTML stash (20), which then see the fences written here.
+PRIORITY = 31.5
 LABELS = {
     "en": {"output": "Output", "ran": "Ran in this build on", "no_output": "(no output)",
            "build": "This build", "recorded": "Recorded on", "failed": "Failed: exit code",
@@ -87,24 +107,40 @@ def result(path: str) -> Result | None:
 
 # --- the blocks ---------------------------------------------------------------------------
 
+ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")  # terminal colours and cursor moves
+# What starts inline markup mid-line (emphasis, links, footnotes, attribute lists), with a
+# backslash, which renders as the character itself: plain text keeps its HTML byte for byte.
+BACKSLASHED = set("\\*_{}[]")
+REFERENCED = set("&<>\"'`|")  # HTML's, code spans' and tables': character references
+
+
 def text_block(text: str, title: str) -> str:
-    fence = "````" if "```" in text else "```"
+    """Text shown as it is, in a fence that no line of it can close."""
+    text = ANSI.sub("", text)
+    fence = records.fence(text)
     return f'{fence}text title="{title}"\n{text}\n{fence}'
 
 
+def inline(text: str) -> str:
+    """Untrusted text (a machine field) for a Markdown line, a tab label or a table cell: text only."""
+    return "".join(f"&#{ord(c)};" if c in REFERENCED else f"\\{c}" if c in BACKSLASHED else c
+                   for c in text)
+
+
 def record_label(rec: records.Record) -> str:
-    return f"{rec.machine['device']} · {rec.recorded}"
+    return inline(f"{rec.machine['device']} · {rec.recorded}")
 
 
 def record_provenance(rec: records.Record, labels: dict) -> str:
     m = rec.machine
-    return (f"{labels['recorded']} {m['device']} · torch {m['torch']} · CUDA {m['cuda'] or '—'} · "
-            f"{labels['driver']} {m['driver'] or '—'} · {rec.recorded}")
+    return (f"{labels['recorded']} {inline(m['device'])} · torch {inline(m['torch'])} · "
+            f"CUDA {inline(m['cuda'] or '—')} · {labels['driver']} {inline(m['driver'] or '—')} · {rec.recorded}")
 
 
 def build_provenance(found: Result, labels: dict) -> str:
     env = found.env
-    return f"{labels['ran']} {env['device']} · torch {env['torch']} · Python {env['python']} · {found.ran_on}"
+    return (f"{labels['ran']} {inline(env['device'])} · torch {inline(env['torch'])} · "
+            f"Python {inline(env['python'])} · {found.ran_on}")
 
 
 def record_tab(rec: records.Record, path: str, labels: dict) -> str:
@@ -166,7 +202,8 @@ def provenance_table(found: dict[str, Result | None], labels: dict, recs: list[r
         cells = [f"`{path}`", build_cell(found[path], labels)] + [matrix_cell(rec, path, labels) for rec in recs]
         rows.append("| " + " | ".join(cells) + " |")
     env = next((r.env for r in found.values() if r is not None), None) or snippets.machine()
-    build = f"{labels['build']}{labels['colon']}{env['device']} · torch {env['torch']} · Python {env['python']}"
+    build = (f"{labels['build']}{labels['colon']}{inline(env['device'])} · torch {inline(env['torch'])} · "
+             f"Python {inline(env['python'])}")
     lines = [f"- {build}"] + [f"- {record_provenance(rec, labels)} (`records/{rec.name}.json`)" for rec in recs]
     return "\n".join(lines) + "\n\n" + "\n".join(rows)
 

@@ -25,6 +25,16 @@ The contract, checked by ``load()`` (the build and the tests use it)::
 
 An entry is *current* while every file in its ``sources`` still has that hash, and
 *stale* once one changed or is gone; stale entries are listed, never shown as output.
+
+**A record is untrusted input**: it arrives by pull request, from a reader's Colab run or
+from a runner, and a diff of a few hundred lines of output is easy to approve unread. So
+the contract also bounds what a record may hold: machine fields are short printable text
+without ``<``, ``>``, a backtick or ``|``; ``stdout`` and ``stderr_tail`` are printable text
+(line breaks, tabs and the ESC of terminal colours allowed) of at most ``TEXT_LIMIT`` bytes;
+snippet and source paths are plain relative ``.py`` paths (``snippets/x/y.py``); figure names are plain
+``*.svg`` file names. Whatever passes still reaches a page only as escaped text
+(sitebuild/output_blocks.py). Record figures are kept in ``records/`` but neither shown
+nor served today: every figure on the site comes from the build's own run.
 """
 
 from __future__ import annotations
@@ -52,8 +62,15 @@ MACHINE = {"device": str, "torch": str, "python": str, "cuda": OPTIONAL, "driver
            "gpus": list, "cpu": str, "os": str}
 ENTRY = {"returncode": int, "stdout": str, "stderr_tail": str, "seconds": (int, float),
          "sources": dict, "figures": list}
-DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-SHA256 = re.compile(r"^[0-9a-f]{64}$")
+DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+SHA256 = re.compile(r"[0-9a-f]{64}")
+FIELD_LIMIT = 200  # characters of a machine field; the longest today, an OS string, has 49
+TEXT_LIMIT = 64_000  # bytes of a stdout or stderr_tail; the largest today has 3 KB
+FILE_LIMIT = 4_000_000  # bytes of a record file, read only below this size
+MARKUP = set("<>`|")  # never in a machine field: it becomes tab labels and table cells
+TEXT_CONTROLS = set("\n\t\x1b")  # in outputs: line breaks, tabs, terminal colours (Numba's warnings)
+PLAIN_PATH = re.compile(r"(?:[A-Za-z0-9_-]+/)*[A-Za-z0-9_-]+\.py")  # snippets/x/y.py: no "..", no "/" first
+FIGURE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*\.svg")
 
 
 class RecordError(ValueError):
@@ -91,17 +108,62 @@ def problems(data) -> list[str]:
     found = [f"missing key '{key}'" for key in ("machine", "recorded", "snippets") if key not in data]
     if found:
         return found
-    found += typed("machine", data["machine"], MACHINE)
-    if not (isinstance(data["recorded"], str) and DAY.match(data["recorded"])):
+    found += typed("machine", data["machine"], MACHINE) or machine_problems(data["machine"])
+    if not (isinstance(data["recorded"], str) and is_day(data["recorded"])):
         found.append("'recorded' is not a YYYY-MM-DD date")
     if not isinstance(data["snippets"], dict):
         return found + ["'snippets' is not an object"]
     for path, entry in data["snippets"].items():
-        found += typed(path, entry, ENTRY)
-        sources = entry.get("sources") if isinstance(entry, dict) else None
-        if isinstance(sources, dict) and not all(isinstance(d, str) and SHA256.match(d)
-                                                 for d in sources.values()):
-            found.append(f"{path}: a source hash is not a sha256")
+        if not PLAIN_PATH.fullmatch(path):
+            found.append(f"snippet {shown(path)}: not a plain relative path to a .py file")
+            continue
+        found += typed(path, entry, ENTRY) or entry_problems(path, entry)
+    return found
+
+
+def is_day(text: str) -> bool:
+    try:
+        return bool(DAY.fullmatch(text)) and bool(date.fromisoformat(text))
+    except ValueError:
+        return False
+
+
+def shown(text: str) -> str:
+    """A value quoted in an error message: escaped and cut, since it may be anything."""
+    return repr(text[:60] + ("…" if len(text) > 60 else ""))
+
+
+def machine_problems(machine: dict) -> list[str]:
+    """Machine fields become tab labels, provenance lines and table cells: short plain text."""
+    values = [(key, machine[key]) for key in MACHINE if isinstance(machine[key], str)]
+    if isinstance(machine["gpus"], list):
+        values += [("gpus", gpu) for gpu in machine["gpus"]]
+    found = [f"machine: 'gpus' holds a {type(g).__name__}, not text" for g in machine["gpus"] if not isinstance(g, str)]
+    for key, value in values:
+        if len(value) > FIELD_LIMIT:
+            found.append(f"machine: '{key}' is longer than {FIELD_LIMIT} characters")
+        elif not value.isprintable():  # control, format (bidi overrides, zero width) and separator characters
+            found.append(f"machine: '{key}' holds a control or formatting character: {shown(value)}")
+        elif MARKUP & set(value):
+            found.append(f"machine: '{key}' holds one of < > ` |: {shown(value)}")
+    return found
+
+
+def entry_problems(path: str, entry: dict) -> list[str]:
+    found = []
+    for key in ("stdout", "stderr_tail"):
+        if len(entry[key].encode("utf-8", "surrogatepass")) > TEXT_LIMIT:
+            found.append(f"{path}: '{key}' is larger than {TEXT_LIMIT // 1000} KB")
+        elif bad := sorted({c for c in entry[key] if not c.isprintable() and c not in TEXT_CONTROLS}):
+            found.append(f"{path}: '{key}' holds a control or formatting character ({', '.join(map(ascii, bad[:5]))})")
+    for source, digest in entry["sources"].items():
+        if not PLAIN_PATH.fullmatch(source):
+            found.append(f"{path}: source {shown(source)} is not a plain relative path to a .py file")
+        elif not (isinstance(digest, str) and SHA256.fullmatch(digest)):
+            found.append(f"{path}: the hash of {source} is not a sha256")
+    for figure in entry["figures"]:
+        if not (isinstance(figure, str) and FIGURE_NAME.fullmatch(figure)):
+            found.append(f"{path}: figure {shown(str(figure))} is not a plain file name ending in .svg")
     return found
 
 
@@ -118,9 +180,12 @@ def typed(where: str, value, fields: dict) -> list[str]:
 
 def contents(file: Path) -> dict:
     """A record file's data, checked against the contract."""
+    if file.stat().st_size > FILE_LIMIT:
+        raise RecordError(f"{file.name}: larger than {FILE_LIMIT // 1_000_000} MB; a record of every snippet "
+                          f"takes well under 100 KB")
     try:
         data = json.loads(file.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
         raise RecordError(f"{file.name}: not valid JSON ({error})") from None
     found = problems(data)
     if found:
@@ -222,11 +287,36 @@ def add(file: Path, folder: Path = RECORDS) -> Path:
     target = folder / f"{name}.json"
     old = json.loads(target.read_text(encoding="utf-8")) if target.is_file() else None
     combined = merged(old, data, file.name)
-    if file.with_suffix("").is_dir() and file.with_suffix("").resolve() != (folder / name).resolve():
-        shutil.copytree(file.with_suffix(""), folder / name, dirs_exist_ok=True)
+    if file.with_suffix("").resolve() != (folder / name).resolve():
+        copy_figures(data, file.with_suffix(""), folder / name)
     write(target, combined)
     read(target)
     return target
+
+
+def copy_figures(data: dict, source: Path, target: Path):
+    """The figures the record names, and nothing else of the folder beside it: no other
+    file, no link (whose target could lie anywhere), nothing over ``FIGURE_LIMIT``."""
+    for path, entry in data["snippets"].items():
+        page = path.removeprefix("snippets/").removesuffix(".py")
+        for figure in entry["figures"]:
+            found = source / page / figure
+            if found.is_file() and not found.is_symlink() and found.stat().st_size < FIGURE_LIMIT:
+                (target / page).mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(found, target / page / figure)
+
+
+def fence(text: str) -> str:
+    """A backtick fence that no line of ``text`` can close: longer than its longest run of
+    backticks (CommonMark closes a fence on a run at least as long; SuperFences on one
+    exactly as long). Tildes cannot close a backtick fence."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def fenced(text: str) -> str:
+    """``text`` as a fenced block of Markdown (the gpu-record workflow's pull request body)."""
+    return f"{fence(text)}\n{text}\n{fence(text)}"
 
 
 def failures(rec: Record) -> str:
@@ -244,15 +334,22 @@ def summary(rec: Record) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python3 -m sitebuild.records", description=(
+    parser = argparse.ArgumentParser(prog="python3 -m sitebuild.records", usage=(
+        "python3 -m sitebuild.records [--out DIR] [--budget SECONDS]\n"
+        "       python3 -m sitebuild.records add FILE [FILE ...]"), description=(
         "Run every snippet and write records/<device>-<date>.json; or, with `add FILE...`, "
-        "add records made elsewhere, merging those of the same machine and day."))
+        "add records made elsewhere (a notebook's, a lent machine's) to records/, merging those "
+        "of the same machine and day: no entry already kept is lost, a snippet in both keeps "
+        "the later run. A record that breaks the contract is refused, naming its file and field."))
     parser.add_argument("--out", type=Path, help="where to write the record and failures.txt (default: records/)")
     parser.add_argument("--budget", type=float, help="seconds for all snippets together; what does not fit is left out")
     args, rest = parser.parse_known_args(argv)
     if rest[:1] == ["add"] and len(rest) > 1:
         for file in rest[1:]:
-            print(f"added to {add(Path(file))}")
+            try:
+                print(f"added to {add(Path(file))}")
+            except RecordError as error:
+                parser.exit(2, f"refused: {error}\n")
         return 0
     if rest:
         parser.error(f"unknown arguments: {' '.join(rest)} (to add records: add FILE...)")
