@@ -21,7 +21,7 @@ import re
 import threading
 from concurrent.futures import Future
 from pathlib import Path
-from urllib.parse import quote, urljoin, urlsplit
+from urllib.parse import parse_qs, quote, urljoin, urlsplit
 
 import pytest
 from axe_playwright_python.async_playwright import Axe as AsyncAxe
@@ -94,9 +94,10 @@ def tab(request, site):
 
 
 def visits_key(test: str, site: Path, paths) -> str:
-    """The pages a test loads: each page's key, or a file's hash (a search index)."""
-    inputs = [check_cache.digest((site / path).read_bytes()) if path.endswith(".json") else page_key(site, path)
-              for path in paths]
+    """The pages a test loads: each page's key, or the hash of the files a glob names (a search
+    index, the search worker)."""
+    inputs = [check_cache.digest(b"".join(f.read_bytes() for f in sorted(site.glob(path))))
+              if path.endswith((".json", ".js")) else page_key(site, path) for path in paths]
     return check_cache.key(f"test {test}", inputs, [Path(__file__)])
 
 
@@ -179,6 +180,35 @@ def html_file(site: Path, path: str) -> Path:
     return site / (path if path.endswith(".html") else path + "index.html")
 
 
+# Each output's provenance line ("Ran in this build on …", "Recorded on …"), in every tab of
+# its block: below its code block, not overlapping it, and not covered at its top or bottom.
+PROVENANCE_CLEAR = """() => {
+  const found = new Set();
+  const measure = (scope, where) => {
+    for (const line of scope.querySelectorAll('.snippet-provenance')) {
+      if (!line.offsetParent) continue;  // in a tab not shown
+      const block = line.previousElementSibling;
+      line.scrollIntoView({block: 'center'});
+      const mine = line.getBoundingClientRect(), above = block.getBoundingClientRect();
+      const name = `${where}: "${line.innerText.slice(0, 50)}"`;
+      if (mine.top < above.bottom - 0.5)
+        found.add(`${name} overlaps the block above it by ${(above.bottom - mine.top).toFixed(1)} px`);
+      for (const y of [mine.top + 1, mine.bottom - 1]) {
+        const hit = document.elementFromPoint(mine.left + 4, y);
+        if (!line.contains(hit)) found.add(`${name} is covered by ${hit ? hit.tagName.toLowerCase() + '.' + hit.className : 'nothing'}`);
+      }
+    }
+  };
+  measure(document, 'first tab');
+  for (const set of document.querySelectorAll('.tabbed-set')) {
+    const inputs = [...set.querySelectorAll(':scope > input')];
+    inputs.forEach((input, i) => { input.checked = true; measure(set, `tab ${i + 1}`); });
+    if (inputs.length) inputs[0].checked = true;
+  }
+  return [...found];
+}"""
+
+
 async def check_tab(tab, server, path, options) -> list[str]:
     """The checks of one page, in its own tab.
 
@@ -194,6 +224,7 @@ async def check_tab(tab, server, path, options) -> list[str]:
         violations = (await AsyncAxe().run(tab, options=options)).response["violations"]
         problems += [f"axe {v['id']} ({v['impact']}): {v['help']} -> {[n['target'] for n in v['nodes']][:3]}"
                      for v in violations if v["impact"] in ("serious", "critical")]
+        problems += await tab.evaluate(PROVENANCE_CLEAR)
         target = urljoin(tab.url, await switcher(tab, path).get_attribute("href"))
         if target != server + other_language(path):
             problems.append(f"language switcher links to {target}, not {server + other_language(path)}")
@@ -385,25 +416,50 @@ def test_language_switcher_lands_on_the_same_page(tab, server, path):
     assert not problems
 
 
-@pytest.mark.parametrize("lang, query, expected", [
-    visiting(case, home(case[0]), home(case[0]) + "search/search_index.json") for case in (
-        ("zh", "自动求导", "zh/pytorch/autograd/"),
-        ("zh", "数据并行", "zh/multi_gpu/data_parallel/"),
-        ("zh", "DataParallel", "zh/multi_gpu/data_parallel/"),
-        ("en", "autograd", "pytorch/autograd/"),
-        ("en", "DataParallel", "multi_gpu/data_parallel/"))
-])
-def test_search_finds_the_page(tab, server, lang, query, expected):
-    """The page comes first, and every result is in the reader's language (sitebuild/search_index.py)."""
+WORKER = "assets/javascripts/workers/search.*.min.js"  # Material's, patched by sitebuild/search_index.py
+
+
+def searching(case: tuple):
+    """A search test's parameters; it loads the home page, its index and the search worker."""
+    return visiting(case, home(case[0]), home(case[0]) + "search/search_index.json", WORKER)
+
+
+def search(tab, server, lang: str, query: str):
+    """The results of ``query`` typed on the home page of ``lang``."""
     tab.goto(server + home(lang), wait_until="networkidle")
     tab.locator(".md-search__input").fill(query)  # all at once: no results for a partial query
     tab.keyboard.press("End")  # Material searches on key events; the IME-style fill needs one
     tab.locator(".md-search-result__item a").first.wait_for(timeout=30_000)  # page checks run meanwhile
-    links = tab.locator(".md-search-result__item a").evaluate_all("links => links.map(a => a.href)")
+    return tab.locator(".md-search-result__item")
+
+
+@pytest.mark.parametrize("lang, query, expected", [searching(case) for case in (
+    ("zh", "自动求导", "zh/pytorch/autograd/"),
+    ("zh", "数据并行", "zh/multi_gpu/data_parallel/"),
+    ("zh", "DataParallel", "zh/multi_gpu/data_parallel/"),
+    # The page titled 「任意设备上的张量」, not 「用 DTensor 做张量并行」, whose rarer word
+    # 张量并行 the query's trailing wildcard matched as fully (sitebuild/search_index.py)
+    ("zh", "张量", "zh/pytorch/tensors/"),
+    ("en", "autograd", "pytorch/autograd/"),
+    ("en", "DataParallel", "multi_gpu/data_parallel/"))
+])
+def test_search_finds_the_page(tab, server, lang, query, expected):
+    """The page comes first, and every result is in the reader's language (sitebuild/search_index.py)."""
+    links = search(tab, server, lang, query).locator("a").evaluate_all("links => links.map(a => a.href)")
     paths = [urlsplit(link).path.removeprefix("/") for link in links]  # Material adds ?h=<query>
     assert paths[0] == expected, paths
     other = [p for p in paths if p.startswith("zh/") != (lang == "zh")]
     assert not other, f"{lang} search for {query!r} lists pages of the other language: {other}"
+
+
+@pytest.mark.parametrize("lang, query", [searching(("zh", "张量"))])
+def test_search_marks_the_glossary_term_whole(tab, server, lang, query):
+    """张量 is searched as itself: no lone 张, the measure word of 这张表 and 这张图."""
+    results = search(tab, server, lang, query)
+    marked = results.locator("mark").all_inner_texts()
+    assert marked and all(text.startswith(query) for text in marked), sorted(set(marked))
+    links = results.locator("a").evaluate_all("links => links.map(a => a.href)")
+    assert {parse_qs(urlsplit(link).query).get("h", [""])[0] for link in links} == {query}
 
 
 @pytest.mark.visits("pytorch/tensors/")
