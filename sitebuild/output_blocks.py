@@ -64,13 +64,15 @@ PRIORITY = 31.5
 LABELS = {
     "en": {"output": "Output", "ran": "Ran in this build on", "no_output": "(no output)",
            "build": "This build", "recorded": "Recorded on", "failed": "Failed: exit code",
-           "snippet": "Snippet", "current": "✓", "stale": "stale", "missing": "not recorded",
+           "snippet": "Snippet", "current": "✓", "stale": "stale", "missing": "not in this record",
+           "cut": "not run: time budget", "prefixes": {},
            "changed": "changed since", "driver": "driver", "colon": ": ",
            "pending": "running…", "running": "running… {path} (this page reloads when it is done)",
            "broke": "{path} failed; `mkdocs build --strict` stops on it. The end of its stderr:"},
     "zh": {"output": "输出", "ran": "本次构建实际运行于", "no_output": "（无输出）",
            "build": "本次构建", "recorded": "记录于", "failed": "运行失败：退出码",
-           "snippet": "示例", "current": "✓", "stale": "已过期", "missing": "未记录",
+           "snippet": "示例", "current": "✓", "stale": "已过期", "missing": "不在此记录中",
+           "cut": "未运行：时间预算用完", "prefixes": {"cpu: ": "CPU：", "mps: ": "MPS："},
            "changed": "此后改动的文件", "driver": "驱动", "colon": "：",
            "pending": "运行中…", "running": "运行中…{path}（运行结束后本页会自动刷新）",
            "broke": "{path} 运行失败，`mkdocs build --strict` 会因此中止。其 stderr 的末尾："},
@@ -127,19 +129,27 @@ def inline(text: str) -> str:
                    for c in text)
 
 
-def record_label(rec: records.Record) -> str:
-    return inline(f"{rec.machine['device']} · {rec.recorded}")
+def device(name: str, labels: dict) -> str:
+    """A device's name in the page's language ('cpu: X' is 'CPU：X' on a Chinese page), escaped."""
+    for prefix, ours in labels["prefixes"].items():
+        if name.startswith(prefix):
+            return ours + inline(name.removeprefix(prefix))
+    return inline(name)
+
+
+def record_label(rec: records.Record, labels: dict = LABELS["en"]) -> str:
+    return f"{device(rec.machine['device'], labels)} · {rec.recorded}"
 
 
 def record_provenance(rec: records.Record, labels: dict) -> str:
     m = rec.machine
-    return (f"{labels['recorded']} {inline(m['device'])} · torch {inline(m['torch'])} · "
+    return (f"{labels['recorded']} {device(m['device'], labels)} · torch {inline(m['torch'])} · "
             f"CUDA {inline(m['cuda'] or '—')} · {labels['driver']} {inline(m['driver'] or '—')} · {rec.recorded}")
 
 
 def build_provenance(found: Result, labels: dict) -> str:
     env = found.env
-    return (f"{labels['ran']} {inline(env['device'])} · torch {inline(env['torch'])} · "
+    return (f"{labels['ran']} {device(env['device'], labels)} · torch {inline(env['torch'])} · "
             f"Python {inline(env['python'])} · {found.ran_on}")
 
 
@@ -162,7 +172,7 @@ def output_block(path: str, found: Result | None, labels: dict, recs: list[recor
     shown = [r for r in recs if r.status(path)[0] in ("current", "failed")]
     if not shown:
         return ours + "\n"
-    tabs = [(labels["build"], ours)] + [(record_label(r), record_tab(r, path, labels)) for r in shown]
+    tabs = [(labels["build"], ours)] + [(record_label(r, labels), record_tab(r, path, labels)) for r in shown]
     return "\n".join(f'=== "{label}"\n\n' + indent(body) + "\n" for label, body in tabs)
 
 
@@ -185,7 +195,7 @@ def matrix_cell(rec: records.Record, path: str, labels: dict) -> str:
         return f"{labels['stale']} ({rec.recorded}; {labels['changed']}{labels['colon']}{files})"
     if state == "failed":
         return f"✗ ({rec.snippets[path]['returncode']})"
-    return labels["current"] if state == "current" else labels["missing"]
+    return labels["current"] if state == "current" else labels[state]
 
 
 def build_cell(found: Result | None, labels: dict) -> str:
@@ -196,13 +206,13 @@ def build_cell(found: Result | None, labels: dict) -> str:
 
 def provenance_table(found: dict[str, Result | None], labels: dict, recs: list[records.Record]) -> str:
     """Rows are snippets; columns are this build and each record."""
-    head = [labels["snippet"], labels["build"]] + [record_label(r) for r in recs]
+    head = [labels["snippet"], labels["build"]] + [record_label(r, labels) for r in recs]
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for path in sorted(found):
         cells = [f"`{path}`", build_cell(found[path], labels)] + [matrix_cell(rec, path, labels) for rec in recs]
         rows.append("| " + " | ".join(cells) + " |")
     env = next((r.env for r in found.values() if r is not None), None) or snippets.machine()
-    build = (f"{labels['build']}{labels['colon']}{inline(env['device'])} · torch {inline(env['torch'])} · "
+    build = (f"{labels['build']}{labels['colon']}{device(env['device'], labels)} · torch {inline(env['torch'])} · "
              f"Python {inline(env['python'])}")
     lines = [f"- {build}"] + [f"- {record_provenance(rec, labels)} (`records/{rec.name}.json`)" for rec in recs]
     return "\n".join(lines) + "\n\n" + "\n".join(rows)

@@ -17,8 +17,10 @@ date, so a second run on the same machine and day replaces the first. Figures un
 
 The contract, checked by ``load()`` (the build and the tests use it)::
 
-    {"machine": {"device", "torch", "python", "cuda", "driver", "gpus", "cpu", "os"},
+    {"machine": {"device", "torch", "python", "cuda", "driver", "gpus", "cpu", "os",
+                 "packages": {"numpy": "2.4.6", ...}},     # packages: from 2026-12-06 on
      "recorded": "YYYY-MM-DD",
+     "left_out": ["snippets/y.py", ...],                 # optional: what a time budget cut
      "snippets": {"snippets/x.py": {"returncode": 0, "stdout": "...", "stderr_tail": "...",
                   "seconds": 1.2, "sources": {"snippets/x.py": "<sha256>", ...},
                   "figures": ["plot.svg"]}}}
@@ -46,7 +48,7 @@ import shutil
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 
@@ -88,12 +90,14 @@ class Record:
     machine: dict
     recorded: str
     snippets: dict
+    left_out: list = field(default_factory=list)  # snippets a time budget kept from running
 
     def status(self, path: str, root: Path = snippets.ROOT) -> tuple[str, list[str]]:
-        """('current' | 'failed' | 'stale' | 'missing', files changed since the run)."""
+        """('current' | 'failed' | 'stale' | 'missing' | 'cut', files changed since the run);
+        'cut': the record's time budget ran out before the snippet ran, or while it ran."""
         entry = self.snippets.get(path)
         if entry is None:
-            return "missing", []
+            return ("cut" if path in self.left_out else "missing"), []
         changed = [f for f, digest in entry["sources"].items()
                    if not (root / f).is_file() or snippets.sha256(root / f) != digest]
         if changed:
@@ -113,6 +117,9 @@ def problems(data) -> list[str]:
         found.append("'recorded' is not a YYYY-MM-DD date")
     if not isinstance(data["snippets"], dict):
         return found + ["'snippets' is not an object"]
+    left_out = data.get("left_out", [])
+    if not (isinstance(left_out, list) and all(isinstance(p, str) and PLAIN_PATH.fullmatch(p) for p in left_out)):
+        found.append("'left_out' is not a list of plain relative paths to .py files")
     for path, entry in data["snippets"].items():
         if not PLAIN_PATH.fullmatch(path):
             found.append(f"snippet {shown(path)}: not a plain relative path to a .py file")
@@ -136,9 +143,14 @@ def shown(text: str) -> str:
 def machine_problems(machine: dict) -> list[str]:
     """Machine fields become tab labels, provenance lines and table cells: short plain text."""
     values = [(key, machine[key]) for key in MACHINE if isinstance(machine[key], str)]
-    if isinstance(machine["gpus"], list):
-        values += [("gpus", gpu) for gpu in machine["gpus"]]
-    found = [f"machine: 'gpus' holds a {type(g).__name__}, not text" for g in machine["gpus"] if not isinstance(g, str)]
+    values += [("gpus", gpu) for gpu in machine["gpus"]]
+    packages = machine.get("packages", {})
+    if not isinstance(packages, dict):
+        return ["machine: 'packages' is not an object"]
+    values += [("packages", text) for item in packages.items() for text in item]
+    found = [f"machine: '{key}' holds a {type(text).__name__}, not text" for key, text in values
+             if not isinstance(text, str)]
+    values = [(key, text) for key, text in values if isinstance(text, str)]
     for key, value in values:
         if len(value) > FIELD_LIMIT:
             found.append(f"machine: '{key}' is longer than {FIELD_LIMIT} characters")
@@ -199,7 +211,7 @@ def read(file: Path) -> Record:
     name = slug(data["machine"]["device"], data["recorded"])
     if file.stem != name:  # one file per machine and day: a later run replaces it
         raise RecordError(f"{file.name}: should be named {name}.json (device and date)")
-    return Record(name, data["machine"], data["recorded"], data["snippets"])
+    return Record(name, data["machine"], data["recorded"], data["snippets"], data.get("left_out", []))
 
 
 def load(folder: Path = RECORDS) -> list[Record]:
@@ -231,18 +243,20 @@ def record(folder: Path = RECORDS, budget: float | None = None) -> tuple[Path, l
     name = slug(machine["device"], day)
     shutil.rmtree(folder / name, ignore_errors=True)
     deadline = time.monotonic() + budget if budget else None
-    results, left_out = {}, []
+    results, left_out, cut = {}, [], []
     for path in snippets.discover():
         own = snippets.options(path)[0]
         slot = own if deadline is None else min(own, int(deadline - time.monotonic()))
         if slot < MIN_SLOT:
             left_out.append(f"{snippets.relative(path)}: not run, the budget of {budget:.0f} s was spent")
+            cut.append(snippets.relative(path))
             continue
         with tempfile.TemporaryDirectory() as tmp:
             outdir = snippets.output_dir(Path(tmp), path)
             result = snippets.execute(path, outdir, timeout=slot)
             if result.returncode is None and slot < own:
                 left_out.append(f"{result.path}: cut at {slot} s by the budget (its own timeout: {own} s)")
+                cut.append(result.path)
                 continue
             results[result.path] = entry(result, path, outdir)
             for figure in results[result.path]["figures"]:
@@ -251,7 +265,7 @@ def record(folder: Path = RECORDS, budget: float | None = None) -> tuple[Path, l
         state = "ok" if result.ok else f"FAILED ({result.why()})"
         print(f"{result.seconds:7.1f} s  {result.path}  {state}", flush=True)
     file = folder / f"{name}.json"
-    write(file, {"machine": machine, "recorded": day, "snippets": results})
+    write(file, {"machine": machine, "recorded": day, "snippets": results, "left_out": cut})
     return file, left_out
 
 
@@ -269,12 +283,15 @@ def merged(old: dict | None, new: dict, source: str) -> dict:
     """
     if old is None:
         return new
-    differ = [key for key in MACHINE if old["machine"].get(key) != new["machine"].get(key)]
+    keys = [*MACHINE] + ["packages"] * ("packages" in old["machine"] and "packages" in new["machine"])
+    differ = [key for key in keys if old["machine"].get(key) != new["machine"].get(key)]
     if differ:
         raise RecordError(f"{source}: its machine differs from the record already kept for "
                           f"{slug(new['machine']['device'], new['recorded'])} in {', '.join(differ)}; "
                           "record that machine on another day, or remove the older file first")
-    return {**old, "snippets": {**old["snippets"], **new["snippets"]}}
+    entries = {**old["snippets"], **new["snippets"]}
+    cut = sorted({*old.get("left_out", []), *new.get("left_out", [])} - set(entries))
+    return {**old, "snippets": entries, "left_out": cut}
 
 
 def add(file: Path, folder: Path = RECORDS) -> Path:

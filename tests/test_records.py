@@ -229,5 +229,27 @@ def test_built_pages_show_each_current_record(site):
                 continue
             expected = any(rec.status(path)[0] in ("current", "failed") for path in paths)
             for lang, label in (("en", "Recorded on"), ("zh", "记录于")):
-                shown = f"{label} {rec.machine['device']}" in visible_text(html_of(site, page, lang))
+                name = output_blocks.device(rec.machine["device"], output_blocks.LABELS[lang])
+                shown = f"{label} {name}" in visible_text(html_of(site, page, lang))
                 assert shown == expected, f"{page.relative_to(DOCS)} ({lang}): {rec.name}"
+
+
+def test_what_a_budget_cut_is_told_apart_from_what_the_record_never_had(fake_build):
+    """'not run: time budget' for a snippet the record's budget left out; 'not in this record'
+    for one it never had (newer than the record); both languages; kept by `add`'s merge."""
+    ours, _ = fake_build
+    rec = records.Record("r", MACHINE, "2026-12-03", {}, left_out=["snippets/pytorch/nn.py"])
+    for lang in ("en", "zh"):
+        labels = output_blocks.LABELS[lang]
+        table = output_blocks.provenance_table({r.path: r for r in ours}, labels, [rec])
+        assert f"| `snippets/pytorch/nn.py` | ✓ 1.0 s | {labels['cut']} |" in table
+        assert f"| `snippets/pytorch/tensors.py` | ✓ 1.0 s | {labels['missing']} |" in table
+    old = {**record(**{"snippets/a.py": entry()}), "left_out": ["snippets/b.py", "snippets/c.py"]}
+    new = {**record(**{"snippets/b.py": entry()}), "left_out": ["snippets/d.py"]}
+    assert records.merged(old, new, "new.json")["left_out"] == ["snippets/c.py", "snippets/d.py"]
+
+
+def test_a_cpu_record_is_named_in_the_page_s_language():
+    rec = records.Record("r", {**MACHINE, "device": "cpu: Intel(R) Xeon(R) Processor"}, "2026-12-03", {})
+    assert output_blocks.record_label(rec, output_blocks.LABELS["en"]) == "cpu: Intel(R) Xeon(R) Processor · 2026-12-03"
+    assert output_blocks.record_label(rec, output_blocks.LABELS["zh"]) == "CPU：Intel(R) Xeon(R) Processor · 2026-12-03"
