@@ -33,15 +33,30 @@ Punctuation and spacing, in prose and in table cells (each cell on its own):
 - quotation marks are “”, never 「」, 『』 or ASCII ``"`` (an admonition's title
   keeps the ``"`` of its syntax);
 - a GPU's number is a word of its own: ``GPU 0``, not ``GPU0`` (a PyTorch message
-  quoted verbatim stays in inline code).
+  quoted verbatim stays in inline code);
+- times are written ``ms``, ``µs`` and ``ns``, as in the code's output and the English
+  pages, never 毫秒, 微秒 or 纳秒 (``38 ms 对 14 ms``, ``几 µs``).
+
+Naming a page of the site (``page_names``): a link to the page whose text is that page's
+title, as its ``# heading`` gives it, followed by 一页: ``[显存](memory.md)一页``,
+``[DLPack](dlpack.md) 一页``. A title's closing note in full-width brackets may be left
+out (``[Apache MXNet](mxnet.md) 一页`` for 「Apache MXNet（已退役）」), and the home page
+may be called 首页, its name in the navigation. Reported: ``[DLPack 一页](dlpack.md)``
+(一页 inside the link), ``[显存页](memory.md)`` or ``[运行记录](provenance.md)页``
+(页 without 一), a link text that is not the title (``[GPU 检查](check_gpu.md)一页``), and a
+page named with 一页 but no link at all (``显存一页``). 这一页, 那一页 and 同一页 point
+back at a page already named, 另一页 is any other page, and a quoted “一页” is the word
+itself: these are fine.
 """
 
 import re
 from pathlib import Path
 
 import pytest
-from tests.pages import DOCS, zh_pages
-from tests.zh_text import CODE, FULL_PUNCT, HAN, inline, is_table, prose, where
+from functools import cache
+
+from tests.pages import DOCS, twin, zh_pages
+from tests.zh_text import CODE, FULL_PUNCT, HAN, INLINE_CODE, inline, is_table, prose, where
 
 CJK = HAN + FULL_PUNCT
 GLUED = re.compile(rf"(?=([{HAN}][A-Za-z0-9{CODE}]|[A-Za-z0-9{CODE}][{HAN}]))")  # overlapping
@@ -53,6 +68,14 @@ SPACE_IN_HAN = re.compile(rf"[{HAN}][ \t]+[{HAN}]")
 PERCENT = re.compile(r"\d[ \t]+%")
 QUOTES = re.compile(r'[「」『』"]')
 GPU_NUMBER = re.compile(r"(?<![A-Za-z0-9_])GPU\d")
+TIME_UNIT = re.compile(r"毫秒|微秒|纳秒")
+# A link to a page of the site, with what follows it when that names the page: 「一页」 or 「页」.
+PAGE_LINK = re.compile(r"(?<!!)\[(?P<text>[^\]]*)\]\((?P<href>[^)#\s:]+\.md)(?:#[^)\s]*)?\)"
+                       r"(?P<after>\s?一?页(?!面))?")
+BARE_PAGE = re.compile(r"(?<![这那同上下每第另“])一页")  # 这一页, 那一页: a page named just before
+H1 = re.compile(r"^# (.*?)(?:\s*\{[^{}]*\})?\s*$")
+CLOSING_NOTE = re.compile(r"（[^（）]*）$")  # 「Apache MXNet（已退役）」
+HOME = "首页"  # the home page's name in the navigation (mkdocs.yml, nav_translations)
 # Where a prose line's text starts: after list, quote and heading markers.
 LINE_START = re.compile(r"^\s*(?:(?:[-*+]|\d+[.)])\s+|>\s*|#{1,6}\s+)*")
 # An admonition's first line: only its title is text, without the quotes of the syntax.
@@ -122,6 +145,7 @@ def punctuation(text: str) -> list[str]:
     report(PERCENT, "space before %")
     report(QUOTES, "quotation marks: write “…”")
     report(GPU_NUMBER, "a GPU's number is its own word: write GPU 0")
+    report(TIME_UNIT, "time unit: write ms, µs or ns")
     if "：" in text:  # a list of topics after a colon: 「显存：A，B，C」 → 「显存：A、B、C」
         items = text.rsplit("：", 1)[1].split("，")
         if len(items) >= 3 and all(0 < len(item.strip()) <= 16 and not SENTENCE_END.search(item)
@@ -136,11 +160,48 @@ def spacing(lines: list[str]) -> list[tuple[int, str]]:
             for text in texts(line) for what in punctuation(text)]
 
 
+@cache
+def page_titles(page: Path) -> tuple[str, frozenset[str]]:
+    """A zh page's title, and the names that may stand for it before 一页 (see the docstring)."""
+    title = next((m.group(1).strip() for line in prose(page.read_text(encoding="utf-8"))
+                  if (m := H1.match(line))), "")
+    names = {title, CLOSING_NOTE.sub("", title).strip()}
+    if page == DOCS / "index.zh.md":
+        names.add(HOME)
+    return title, frozenset(names)
+
+
+def page_names(path: Path, lines: list[str]) -> list[tuple[int, str]]:
+    """(line number, what) for each page of the site named otherwise than 「[title](page.md)一页」."""
+    found = []
+    for number, line in enumerate(lines, start=1):
+        line = INLINE_CODE.sub(CODE, line)
+
+        def check(match: re.Match) -> str:
+            text = match.group("text").replace("`", "").strip()
+            after = (match.group("after") or "").strip()
+            target = twin((path.parent / match.group("href")).resolve())
+            if (text.endswith("页") or after) and target.is_file():
+                title, names = page_titles(target)
+                if not ((after == "一页" and text in names) or (not after and text == HOME and HOME in names)):
+                    found.append((number, f"name the page as [{title}]({match.group('href')})一页, "
+                                          f"not {match.group(0)!r}"))
+            return CODE
+
+        rest = PAGE_LINK.sub(check, line)
+        for match in BARE_PAGE.finditer(rest):
+            context = rest[max(match.start() - 12, 0):match.end()].replace(CODE, "`…`")
+            found.append((number, f"a page named without a link to it, in {context!r}: "
+                                  f"write [its title](page.md)一页"))
+    return found
+
+
 def problems(path: Path) -> list[str]:
     lines = prose(path.read_text(encoding="utf-8"))
     found = [f"{where(path)}:{n}: hard line break inside a Chinese paragraph" for n in hard_breaks(lines)]
     found += [f"{where(path)}:{n}: {what}" for n, what in glued(lines)]
     found += [f"{where(path)}:{n}: {what}" for n, what in spacing(lines)]
+    found += [f"{where(path)}:{n}: {what}" for n, what in page_names(path, lines)]
     return sorted(found, key=lambda f: int(f.split(":")[1]))
 
 
@@ -186,6 +247,8 @@ def test_the_check_catches_breaks_and_missing_spaces(tmp_path):
     ("页面使用下表「中文」一列", "quotation marks"),
     ('页面使用下表"中文"一列', "quotation marks"),
     ("输出设备默认是 GPU0。", "GPU 0"),
+    ("乘法排队用了 0.69 毫秒，GPU 几微秒就跑完。", "time unit"),
+    ("| 每步 | 15 毫秒 |", "time unit"),
 ])
 def test_the_check_catches_each_slip(line, what):
     """Self-test: each slip that the checks above let through before is reported."""
@@ -207,8 +270,30 @@ def test_the_check_catches_each_slip(line, what):
     '!!! warning "过时的说法：“几百个核心”"',
     "报错 `Found GPU0 which is of compute capability` 出现在 GPU 0 上；7·10⁹ 字节。",
     "**这是一整句加粗、不算标签的话，后面没有正文。**",
+    "乘法排队用了 0.69 ms，GPU 几 µs 就跑完；以 ms 为单位的 `elapsed_time`。",
 ])
 def test_the_check_lets_good_lines_through(line):
     """Self-test: the same lines, written as the guidelines say, are not reported."""
     found = glued([line]) + spacing([line])
     assert not found, found
+
+
+def test_the_check_catches_page_names(tmp_path):
+    """Self-test: a page named otherwise than 「[title](page.md)一页」 is reported, with its line."""
+    (tmp_path / "memory.zh.md").write_text("# 显存 { #memory }\n", encoding="utf-8")
+    (tmp_path / "mxnet.zh.md").write_text("# Apache MXNet（已退役） { #mxnet }\n", encoding="utf-8")
+    page = tmp_path / "page.zh.md"
+    page.write_text(
+        "# 标题 { #t }\n\n"
+        "见[显存](memory.md#oom)一页；[Apache MXNet](mxnet.md) 一页；那一页、这一页也可以。\n"  # 3: fine
+        "见[Apache MXNet（已退役）](mxnet.md) 一页和[显存](memory.md)。\n"                   # 4: fine
+        "见[显存页](memory.md)。\n"                                                           # 5
+        "见[显存一页](memory.md)。\n"                                                         # 6
+        "见[显存](memory.md)页上的表。\n"                                                     # 7
+        "见[内存](memory.md)一页。\n"                                                         # 8
+        "用的就是显存一页的计数方法。\n"                                                       # 9
+        "| 表格 | 见[MXNet 一页](mxnet.md) |\n", encoding="utf-8")                              # 10
+    found = [f for f in problems(page) if "name the page" in f or "without a link" in f]
+    assert [int(f.split(":")[1]) for f in found] == [5, 6, 7, 8, 9, 10], "\n".join(found)
+    assert "name the page as [显存](memory.md)一页" in found[0]
+    assert "[Apache MXNet（已退役）](mxnet.md)一页" in found[-1]
