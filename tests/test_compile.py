@@ -1,7 +1,9 @@
-"""The torch.compile page: the claims its output carries, and the machine without a
-C++ compiler, where the snippet must say so and exit 0."""
+"""The torch.compile page: the claims its output carries, and the machines without a
+C++ compiler, or (on a GPU) without the Python headers Triton builds with, where the
+snippet must say so and exit 0."""
 
 import os
+import shutil
 import subprocess
 import sys
 
@@ -63,6 +65,57 @@ def test_without_a_cpp_compiler_it_says_why_and_exits_0(tmp_path):
     why = next(line for line in lines if line.startswith(NO_TOOLCHAIN))
     assert "InvalidCxxCompiler" in why and "no-such-compiler" in why
     assert lines[-1].startswith("Inductor needs a C++ compiler (g++ or clang++")
+    assert lines[-1].endswith("Not run: Inductor's part of this page.")
+    assert "steady state" not in proc.stdout
+
+
+# A GPU machine whose Python lacks its headers, simulated on the CPU. On a GPU, Inductor's
+# first call makes Triton build its launcher (triton/backends/nvidia/driver.c, which
+# includes Python.h), and a failed build raises subprocess.CalledProcessError, which
+# reaches the snippet inside Inductor's InductorError, not as one of Inductor's toolchain
+# errors. Here Inductor's C++ build step runs that same Triton build instead, with
+# Python's include folder pointing where there is no Python.h.
+TRITON_BUILD_WITHOUT_HEADERS = f"""
+import runpy, sys, sysconfig
+import torch._inductor.cpp_builder
+from triton.backends.nvidia.driver import CudaUtils
+
+include = sys.argv[1]
+real_paths = sysconfig.get_paths
+sysconfig.get_paths = lambda *args, **kwargs: {{**real_paths(*args, **kwargs), "include": include}}
+
+
+def triton_builds_its_launcher(cmd_line, cwd):
+    CudaUtils()         # what Triton's driver runs the first time it is used
+
+torch._inductor.cpp_builder.run_compile_cmd = triton_builds_its_launcher
+sys.argv = [{SNIPPET!r}]
+runpy.run_path({SNIPPET!r}, run_name="__main__")
+"""
+
+
+def test_on_a_gpu_without_python_headers_it_says_why_and_exits_0(tmp_path):
+    """A fresh Inductor cache makes sure the build runs, and a fresh Triton cache that
+    Triton's build runs too; TRITON_LIBCUDA_PATH spares Triton its search for libcuda,
+    which a CPU machine does not have. The compiler is the real one."""
+    if not (shutil.which("gcc") or shutil.which("clang")):
+        pytest.skip("no C compiler here to fail on the missing header")
+    headers = tmp_path / "no-python-headers"
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("CC", "TORCHINDUCTOR_COMPILE_THREADS")}
+    env |= {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor-cache"),
+            "TRITON_CACHE_DIR": str(tmp_path / "triton-cache"),
+            "TRITON_LIBCUDA_PATH": str(tmp_path), "CUDA_VISIBLE_DEVICES": ""}
+    proc = subprocess.run([sys.executable, "-c", TRITON_BUILD_WITHOUT_HEADERS, str(headers)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    check_claims(proc.stdout)
+    lines = proc.stdout.splitlines()
+    why = next(line for line in lines if line.startswith(NO_TOOLCHAIN))
+    assert why == (f"{NO_TOOLCHAIN}CalledProcessError: the C compiler exited with status 1; "
+                   f"Python.h is not in {headers}")
+    assert "Python.h: No such file or directory" in proc.stderr  # the compiler's own error
+    assert "Triton, which needs a C compiler (CC, gcc or clang) and Python's headers" in lines[-1]
     assert lines[-1].endswith("Not run: Inductor's part of this page.")
     assert "steady state" not in proc.stdout
 

@@ -17,8 +17,9 @@ TORCHRUN = Path(sys.executable).parent / "torchrun"
 SHARD = re.compile(r"\[node 0, local rank (\d), rank (\d)/4\] epoch (\d): shard torch\.Size\(\[4, 10, 5\]\)")
 
 
-def torchrun(script: str, ranks: int) -> str:
-    """stdout of `torchrun --standalone` on 127.0.0.1; fails on an error or a leftover process."""
+def torchrun(script: str, ranks: int, ok: bool = True) -> str:
+    """stdout of `torchrun --standalone` on 127.0.0.1, or its stderr where the run is to
+    fail (ok=False); fails on another outcome or on a leftover process."""
     env = dict(os.environ, GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1")
     proc = subprocess.Popen([str(TORCHRUN), "--standalone", f"--nproc_per_node={ranks}",
                              str(ROOT / "snippets" / "multi_gpu" / script)],
@@ -30,12 +31,12 @@ def torchrun(script: str, ranks: int) -> str:
         if proc.poll() is None:  # timed out: take torchrun and its workers down
             os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
-    assert proc.returncode == 0, err[-3000:]
+    assert (proc.returncode == 0) == ok, err[-3000:] if ok else out[-3000:]
     assert "terminate called" not in err
     try:  # every worker exited with torchrun: its process group is empty
         os.killpg(proc.pid, 0)
     except ProcessLookupError:
-        return out
+        return out if ok else err
     os.killpg(proc.pid, signal.SIGKILL)
     raise AssertionError("processes of the torchrun run were left behind")
 
@@ -60,3 +61,12 @@ def test_sharded_training_under_torchrun(script, ranks, lines):
     out = torchrun(script, ranks)
     missing = [line for line in lines if line not in out]
     assert not missing, f"{script} under torchrun did not print {missing}:\n{out}"
+
+
+def test_tensor_parallel_refuses_another_world_size():
+    """Under --nproc_per_node=4 its 2 x 2 Partial tensor would leave two ranks without a
+    row, and an assert would fail on some ranks only; the script stops before that, on
+    every rank, and says why."""
+    err = torchrun("tensor_parallel.py", 4, ok=False)
+    assert "tensor_parallel.py is written for 2 ranks, not 4: " in err, err[-3000:]
+    assert "torchrun --nproc_per_node=2" in err

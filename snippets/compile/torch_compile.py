@@ -3,13 +3,16 @@ Inductor generates, compile time against steady-state time, the modes, CUDA grap
 
 Dynamo's parts run with a counting backend (no C++ compiler needed); one small
 function goes through Inductor. Without a working C++ compiler (or, on a GPU,
-without Triton) the script says what is missing and exits 0.
+without Triton, or without the C compiler and Python headers that Triton builds its
+launcher with) the script says what is missing and exits 0.
 """
 # snippet: timeout=240 serial
 
 import logging
 import os
+import subprocess
 import sys
+import sysconfig
 
 # One small kernel needs no pool of compile workers; on a 2-core machine starting
 # that pool costs more than it saves. Set before torch is imported.
@@ -148,6 +151,13 @@ def missing_toolchain(error: BaseException) -> str | None:
     for _ in range(10):                       # the error, its cause, and theirs
         if error is None:
             return None
+        if isinstance(error, subprocess.CalledProcessError):  # Triton building its launcher
+            scheme = sysconfig.get_default_scheme()           # the headers Triton passes
+            scheme = "posix_prefix" if scheme == "posix_local" else scheme
+            headers = sysconfig.get_paths(scheme=scheme)["include"]
+            found = os.path.isfile(os.path.join(headers, "Python.h"))
+            return (f"{type(error).__name__}: the C compiler exited with status "
+                    f"{error.returncode}; Python.h is {'' if found else 'not '}in {headers}")
         if isinstance(error, kinds) or "Failed to find C compiler" in str(error):
             return f"{type(error).__name__}: {str(error).strip().splitlines()[0]}"
         error = error.__cause__ or error.__context__
@@ -183,8 +193,9 @@ except Exception as error:
         raise
     print(f"torch.compile could not build a kernel on this machine: {why}")
     print("Inductor needs a C++ compiler (g++ or clang++, found through CXX or "
-          "torch._inductor.config.cpp.cxx) and Python's headers for the CPU, "
-          "Triton for a GPU. Not run: Inductor's part of this page.")
+          "torch._inductor.config.cpp.cxx) and Python's headers for the CPU; for a GPU, "
+          "Triton, which needs a C compiler (CC, gcc or clang) and Python's headers too "
+          "(python3-dev on Debian and Ubuntu). Not run: Inductor's part of this page.")
     sys.exit(0)
 if device == "cuda":
     torch.cuda.synchronize()
@@ -253,8 +264,11 @@ for _ in range(3):                            # warm-up, record, replay
 torch.testing.assert_close(out, gelu_tanh(small), rtol=1e-5, atol=1e-5)
 skipped = counters["inductor"]["cudagraph_skips"] - skips
 if device == "cuda":
-    print(f"reduce-overhead on a GPU ({skipped} skips): "
-          f"{seconds_per_call(overhead, small) * 1e6:.1f} µs per call on 1024 floats, "
+    overhead_s = seconds_per_call(overhead, small)
+    torch._dynamo.reset()                     # then the default mode, compiled for 1024 floats
+    compiled(small)
+    print(f"reduce-overhead on a GPU ({skipped} skips): {overhead_s * 1e6:.1f} µs per call "
+          f"on 1024 floats, default mode {seconds_per_call(compiled, small) * 1e6:.1f} µs, "
           f"eager {seconds_per_call(gelu_tanh, small) * 1e6:.1f} µs")
 else:
     print(f"reduce-overhead on the CPU: CUDA graphs skipped ({skipped}), "

@@ -4,8 +4,9 @@ On a CUDA GPU Triton compiles them to machine code for the GPU. Without one, the
 script sets TRITON_INTERPRET=1 before triton is imported, and Triton's interpreter
 runs them on the CPU with NumPy: the results are checked the same way, but nothing
 here is a GPU, and the interpreter's times say nothing about one. Where triton is
-not installed (PyPI has triton wheels for Linux only), the script says why and exits
-with status 0.
+not installed (PyPI has triton wheels for Linux only), or where a GPU machine lacks the
+C compiler or the Python headers that Triton builds its launcher with, the script says
+why and exits with status 0.
 
 The file is called triton_kernels.py, not triton.py: Python puts the folder of the
 script it runs first on sys.path, so `python snippets/compile/triton.py` would find
@@ -36,6 +37,43 @@ except ImportError as error:
           "on Linux, pip install triton adds it.")
     sys.exit(0)
 # --8<-- [end:mode]
+
+
+# --8<-- [start:launcher]
+import subprocess
+import sysconfig
+
+
+def launcher_problem(error: Exception) -> str | None:
+    """What keeps Triton from building its launcher here, or None for other errors."""
+    if isinstance(error, RuntimeError) and "Failed to find C compiler" in str(error):
+        return "no C compiler (Triton tries $CC, then gcc, then clang): install gcc"
+    if isinstance(error, subprocess.CalledProcessError):
+        scheme = sysconfig.get_default_scheme()   # the include folder Triton passes
+        scheme = "posix_prefix" if scheme == "posix_local" else scheme
+        include = sysconfig.get_paths(scheme=scheme)["include"]
+        if not os.path.isfile(os.path.join(include, "Python.h")):
+            return (f"no Python headers (Python.h is not in {include}): install them, "
+                    "python3-dev on Debian and Ubuntu")
+        return f"the C compiler exited with status {error.returncode}; its message is above"
+    return None
+
+
+if device == "cuda":
+    # Triton's driver compiles a small C module the first time it is used, at the
+    # first launch: triton/backends/nvidia/driver.c, which includes Python.h. Start
+    # the driver here, so that a missing compiler or header stops the script now.
+    try:
+        triton.runtime.driver.active.get_current_target()
+    except (RuntimeError, subprocess.CalledProcessError) as error:
+        why = launcher_problem(error)
+        if why is None:
+            raise
+        print(f"Triton could not build its launcher here: {why}. Nothing below ran.")
+        print("On a GPU, Triton compiles C code before its first launch, so it needs a C "
+              "compiler and Python's headers as well as triton itself.")
+        sys.exit(0)
+# --8<-- [end:launcher]
 
 
 # --8<-- [start:add]

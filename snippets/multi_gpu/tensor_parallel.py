@@ -183,6 +183,10 @@ def one_step(model, reference, rank):
 
 # --8<-- [start:rank]
 def run_rank(rank, world_size, local_rank, local_world_size, store=None):
+    if world_size != WORLD_SIZE:  # e.g. torchrun --nproc_per_node=4
+        raise SystemExit(f"tensor_parallel.py is written for {WORLD_SIZE} ranks, not "
+                         f"{world_size}: the shapes it splits and the values it checks assume "
+                         f"{WORLD_SIZE}. Start it with python, or torchrun --nproc_per_node={WORLD_SIZE}.")
     device, backend = pick_device(local_rank, local_world_size)
     gpu = device if device.type == "cuda" else None
     with process_group(backend, store=store, rank=rank, world_size=world_size, device_id=gpu):
