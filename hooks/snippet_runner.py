@@ -85,7 +85,7 @@ def ran(paths) -> dict:
         log.info(f"{done} snippets ran, {len(found) - done} from cache")
         _keys.clear()
         _keys.update(keys)
-    failed = [r.failure() for r in found.values() if not r.ok]
+    failed = [r.failure(snippets.pages_including(r.path)) for r in found.values() if not r.ok]
     if failed:
         raise PluginError("\n\n".join(failed))
     return found
@@ -96,7 +96,7 @@ def queued(paths) -> dict:
     found = {snippets.relative(p): results.known(p) for p in paths}
     pending = [p for p in paths if found[snippets.relative(p)] is None]
     sources = {json.dumps(snippets.source_hashes(p)) for p in pending}  # what is run, as the key is
-    if pending and background.submit(sources, results.run_all, pending):
+    if pending and background.submit(sources, results.run_all, pending, background.Progress(len(pending))):
         log.info(f"{len(pending)} snippets run in the background; their pages say 'running…' until then")
     return found
 

@@ -25,6 +25,7 @@ from sitebuild import snippets
 from sitebuild.snippets import ROOT
 
 log = get_plugin_logger("background")
+progress = get_plugin_logger("snippets")  # the progress of the snippets' runs: "snippets: 12/25 done"
 
 READY = ROOT / ".cache" / "serve-ready"  # watched: a file written here means "rebuild"
 FIGURES = ROOT / ".cache" / "serve-figures"  # placeholder figures (outside READY: writing
@@ -65,6 +66,28 @@ def submit(keys: set[str], work, *args) -> bool:
         _queued.update(keys)
     _jobs.put((keys, work, args))
     return True
+
+
+class Progress:
+    """``each`` for a background batch of snippets (results.run_all): the server's log says how
+    far the batch is as each result arrives, "snippets: 12/25 done", and when the last is in,
+    how many passed and which failed. Without it serve said nothing for minutes."""
+
+    def __init__(self, total: int):
+        self.total, self.passed, self.failed = total, 0, []
+        self._lock = threading.Lock()
+
+    def __call__(self, result) -> None:
+        with self._lock:
+            if result.ok:
+                self.passed += 1
+            else:
+                self.failed.append(result.path)
+            done, passed, failed = self.passed + len(self.failed), self.passed, list(self.failed)
+        progress.info(f"{done}/{self.total} done" + ("" if result.ok else f" ({result.path} failed)"))
+        if done == self.total:
+            progress.info(f"{passed} passed, {len(failed)} failed"
+                          + (f": {', '.join(failed)} (each page shows why)" if failed else ""))
 
 
 def _worker():

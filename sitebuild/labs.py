@@ -21,6 +21,8 @@ Labs are jupytext-markdown files, ``docs/labs/<name>.md`` and ``<name>.zh.md``
   already have, so that keyboard users can scroll them (axe: scrollable-region-focusable).
 * Copy buttons: mkdocs-jupyter labels them in English on every page, and a comma
   in its template leaves a stray attribute; Chinese labs get Material's own words.
+  The button and the copy of the cell's code it copies from are no text to search:
+  the search index had each code cell twice, after the button's "Copied!".
 * Cache: static-i18n runs one build per language and mkdocs-jupyter evicts, after
   each build, every cache entry that build did not use, so the two languages evict
   each other and the cache never hits. One cache folder per language fixes that.
@@ -97,6 +99,8 @@ CODE_CELL = '<div class="highlight-ipynb hl-python">'
 BUTTON = {"en": "Download this notebook (.ipynb)", "zh": "下载本 notebook（.ipynb）"}
 COPY_BUTTON = '<clipboard-copy ,="" aria-label="Copy to Clipboard"'
 COPY_WORDS = {"en": ("Copy to Clipboard", "Copied!"), "zh": ("复制", "已复制")}
+COPY_PARTS = ('<div class="zeroclipboard-container"', '<div class="clipboard-copy-txt"')  # button; code it copies
+NOT_SEARCHED = ' data-search-exclude="true"'  # Material's search skips the element, then drops the attribute
 
 
 def ipynb_uri(lab: Path) -> str:
@@ -256,6 +260,8 @@ def page_html(html: str, page, files, config, lang: str) -> str:
     html = html.replace(CODE_CELL, CODE_CELL[:-1] + ' tabindex="0">')
     label, done = COPY_WORDS[lang]
     html = html.replace(COPY_BUTTON, f'<clipboard-copy aria-label="{label}"').replace(">Copied!<", f">{done}<")
+    for part in COPY_PARTS:
+        html = html.replace(part, part + NOT_SEARCHED)
     html = heading_ids(page_links(html, page, files), page)
     html = without_dead_loaders(external_css(html, page, config))
     head, sep, rest = html.partition("</h1>")

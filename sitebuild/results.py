@@ -82,15 +82,22 @@ def execute(path: Path, key: str, threads: int | None) -> Result:
     return result
 
 
-def run_all(paths: list[Path]) -> dict[str, Result]:
+def run_all(paths: list[Path], each=None) -> dict[str, Result]:
     """Run snippets one per core, each with one thread, then the serial ones alone.
 
     Two torch processes with two threads each on two cores slowed small snippets
-    several times over; serial snippets (timings) get every core.
+    several times over; serial snippets (timings) get every core. ``each(result)``, if
+    given, is called as each result arrives (serve's progress: sitebuild/background.py).
     """
+    def one(path: Path, threads: int | None = None) -> Result:
+        result = run(path, threads)
+        if each is not None:
+            each(result)
+        return result
+
     parallel = [p for p in paths if not options(p)[1]]
     serial = [p for p in paths if options(p)[1]]
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        results = list(pool.map(lambda p: run(p, threads=1), parallel))
-    results += [run(p) for p in serial]
+        results = list(pool.map(lambda p: one(p, threads=1), parallel))
+    results += [one(p) for p in serial]
     return {r.path: r for r in results}

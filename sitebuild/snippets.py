@@ -17,6 +17,7 @@ import getpass
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -72,13 +73,23 @@ def driver():
         return None
     return out.stdout.split("\n")[0].strip() or None
 
+# The array libraries' versions, where present: on the first GPU record, a numpy newer
+# than its Numba supported broke Numba's kernels, and the record could not say which numpy.
+def packages():
+    from importlib import metadata
+    found = {}
+    for module in ("numpy", "numba", "numba_cuda", "cupy", "triton"):
+        for dist in metadata.packages_distributions().get(module, [])[:1]:
+            found[dist] = metadata.version(dist)
+    return found
+
 cpu = cpu_model()
 gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
 mps = getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available()
 device = gpus[0] if gpus else f"mps: {cpu}" if mps else f"cpu: {cpu}"
 print(json.dumps({"device": device, "torch": torch.__version__, "python": platform.python_version(),
                   "cuda": torch.version.cuda, "driver": driver(), "gpus": gpus, "cpu": cpu,
-                  "os": platform.platform()}))
+                  "os": platform.platform(), "packages": packages()}))
 """
 
 
@@ -106,9 +117,16 @@ class Result:
     def stderr_tail(self) -> str:
         return "\n".join(self.stderr.rstrip().splitlines()[-STDERR_TAIL:])
 
-    def failure(self) -> str:
-        return (f"snippet {self.path} {self.why()}\n--- end of its stderr ---\n"
-                f"{self.stderr_tail() or '(empty)'}")
+    def failure(self, pages: list[str] | None = None) -> str:
+        """What went wrong: the header, the pages that include the snippet (when ``pages`` is
+        given: the build's error, ``pages_including``), then the end of its stderr."""
+        lines = [f"snippet {self.path} {self.why()}"]
+        if pages is not None:
+            lines.append(f"pages that include it: {', '.join(pages)}" if pages else "no page includes it")
+        tail = self.stderr_tail()
+        lines.append(f"--- its stderr (the last {STDERR_TAIL} lines at most) follows ---\n{tail}" if tail
+                     else "--- its stderr was empty ---")
+        return "\n".join(lines)
 
 
 def cpu_flags() -> set[str]:
@@ -132,6 +150,17 @@ def profile_in_effect(name: str) -> bool:
 def discover() -> list[Path]:
     """Every runnable snippet; modules whose name starts with '_' are helpers."""
     return sorted(p for p in SNIPPETS.rglob("*.py") if not p.name.startswith("_"))
+
+
+def pages_including(path: str, root: Path | None = None) -> list[str]:
+    """The pages (docs/..., both languages) that show the snippet ``path`` ("snippets/x/y.py"):
+    with an output line, ``<!-- output: snippets/x/y.py -->``, or an include of its code,
+    ``--8<-- "snippets/x/y.py"`` or ``--8<-- "snippets/x/y.py:section"``."""
+    root = root or ROOT
+    name = re.escape(path)
+    shown = re.compile(rf'<!--\s*output:\s*{name}\s*-->|--8<--\s*"{name}(?::[\w-]+)?"')
+    return sorted(page.relative_to(root).as_posix() for page in (root / "docs").rglob("*.md")
+                  if shown.search(page.read_text(encoding="utf-8")))
 
 
 def relative(path: Path, root: Path | None = None) -> str:

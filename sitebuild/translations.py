@@ -169,6 +169,29 @@ def english(zh: Path) -> Path:
     return zh.with_name(zh.name.removesuffix(".zh.md") + ".md")
 
 
+def missing_twins(docs: Path, root: Path | None = None) -> list[str]:
+    """One line per page whose twin in the other language is missing, saying how to make it.
+
+    static-i18n (``fallback_to_default``) would serve an English page without its twin
+    under ``zh/`` as it is, inside ``<html lang="zh">``, and the build would pass: the
+    strict build stops on these lines instead (hooks/translations.py). A new page's
+    stamp is its first one: ``stamp`` takes a page that is not at HEAD yet.
+    """
+    root = docs.parent if root is None else root
+    name = lambda path: path.relative_to(root).as_posix()
+    lines = []
+    for page in sorted(docs.rglob("*.md")):
+        if page.name.endswith(".zh.md"):
+            en = english(page)
+            if not en.is_file():
+                lines.append(f"{name(page)} has no English twin {name(en)}: write the English page it"
+                             f" translates, then run make translated PAGE={name(page)}")
+        elif not (zh := page.with_suffix(".zh.md")).is_file():
+            lines.append(f"{name(page)} has no Chinese twin {name(zh)}: copy it, translate it,"
+                         f" then run make translated PAGE={name(zh)}")
+    return lines
+
+
 @dataclass
 class Problem:
     kind: str  # "missing", "unknown", "stale" or "orphan"
@@ -178,6 +201,11 @@ class Problem:
 
     def __str__(self) -> str:
         return f"{self.page}: {self.kind}: {self.detail}"
+
+
+def fix(page: str) -> str:
+    """What a stale page's line says to do, with the page's own path."""
+    return f"update the translation, then run: make translated PAGE={page}"
 
 
 def check(root: Path = ROOT) -> list[Problem]:
@@ -204,7 +232,7 @@ def check(root: Path = ROOT) -> list[Problem]:
             old = blob_text(root, blob)
             if old is not None and prose_hash(old) == digest:
                 problems.append(Problem("stale", name, f"{en.relative_to(root).as_posix()} changed since"
-                                        f" {KEY} {digest} (now {current})", old))
+                                        f" {KEY} {digest} (now {current}); {fix(name)}", old))
             elif old is not None or blob is None:
                 problems.append(Problem("unknown", name, f"{KEY} {digest} is the hash of nothing known: neither"
                                         f" the English page now ({current}) nor its recorded version"
@@ -212,7 +240,7 @@ def check(root: Path = ROOT) -> list[Problem]:
             else:
                 problems.append(Problem("stale", name, f"{en.relative_to(root).as_posix()} changed since"
                                         f" {KEY} {digest} (now {current}); its recorded version {blob[:12]}"
-                                        f" is not in this clone (shallow or never committed)"))
+                                        f" is not in this clone (shallow or never committed); {fix(name)}"))
     return problems
 
 
@@ -236,9 +264,11 @@ def report(root: Path = ROOT) -> tuple[str, int]:
         out.append(f"{problem}\n")
         if problem.kind == "stale":
             out.append(english_diff(problem, root))
-    stale = sum(p.kind == "stale" for p in problems)
-    out.append(f"\n{len(problems)} page(s) to look at, {stale} stale. Update the translation, then"
-               " `make translated PAGE=<the .zh.md>`.\n")
+    stale = [p.page for p in problems if p.kind == "stale"]
+    out.append(f"\n{len(problems)} page(s) to look at, {len(stale)} stale.\n")
+    if stale:
+        out.append("Update each stale translation from the diff above, then stamp it:\n"
+                   + "".join(f"    make translated PAGE={page}\n" for page in stale))
     return "".join(out), 1
 
 
@@ -260,7 +290,7 @@ def stamp(zh: Path, root: Path = ROOT, initial: bool = False) -> str:
     if initial:
         if read_stamp(text)[0] is not None or (head is not None and read_stamp(head)[0] is not None):
             raise StampError(f"{name}: already stamped; --initial is only for a page that never was."
-                             " Update the translation, then `make translated PAGE=...`")
+                             f" Update the translation, then run: make translated PAGE={name}")
     elif head is not None and " ".join(prose(without_stamp(head)).split()) == " ".join(prose(without_stamp(text)).split()):
         raise StampError(f"{name}: its prose is the same as at HEAD. Update the translation first:"
                          " the stamp never moves alone (see `make translations` for what changed)")

@@ -15,12 +15,13 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
 import pytest
 
-from sitebuild import results, search_index, snippets
+from sitebuild import results, search_index, snippets, translations
 from tests import check_cache
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -71,6 +72,32 @@ def pytest_runtest_setup(item):
     if kept(item):
         pytest.skip("passed before on the same files, machine and code (tests/check_cache.py); "
                     "make test-all runs it")
+
+
+KEPT_BY = "(tests/check_cache.py)"  # in the reason of every test skipped because it passed before
+
+
+def skip_summary(reasons: list[str], cache: bool) -> list[str]:
+    """The lines that end a session: each skip reason but the check cache's, with its count,
+    then, under `make test`, how many checks it kept from earlier passes."""
+    others = Counter(reason.removeprefix("Skipped: ") for reason in reasons if KEPT_BY not in reason)
+    lines = [f"{n} skipped: {reason}" for reason, n in sorted(others.items())]
+    kept = sum(KEPT_BY in reason for reason in reasons)
+    if cache and kept:
+        lines.append(f"{kept} check{'s' * (kept > 1)} kept from earlier passes on the same inputs "
+                     f"(tests/check_cache.py); `make test-all` runs {'them' if kept > 1 else 'it'}")
+    elif cache:
+        lines.append("0 checks kept from earlier passes on the same inputs (tests/check_cache.py), as on a first "
+                     "run; the next `make test` skips each check that passes now, while what it reads is unchanged")
+    return lines
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Why tests were skipped, in a few lines, not one per test (make test keeps a hundred)."""
+    reasons = [report.longrepr[2] for report in terminalreporter.stats.get("skipped", [])
+               if isinstance(report.longrepr, tuple)]
+    for line in skip_summary(reasons, check_cache.enabled()):
+        terminalreporter.write_line(line)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -245,5 +272,14 @@ def snippet_results(build):
 @pytest.fixture(scope="session")
 def site(build):
     proc, out, _ = build
+    skip_if_a_twin_is_missing(proc)
     assert proc.returncode == 0, f"strict build failed:\n{proc.stderr[-4000:]}"
     return out
+
+
+def skip_if_a_twin_is_missing(proc):
+    """A build stopped by a page without its twin (hooks/translations.py): every test of the
+    site is skipped, with that cause; tests/test_parity.py reports it, once, and how to fix it."""
+    missing = translations.missing_twins(ROOT / "docs") if proc.returncode else []
+    if missing:
+        pytest.skip(f"no site: the build stops at {missing[0].split(':')[0]} (tests/test_parity.py)")

@@ -1,6 +1,6 @@
 """Bad input fails the strict build loudly, each fault in its own copy of the project.
 
-The eight builds start in the background as soon as the session's build is done
+The nine builds (and tests/test_hostile_records.py's, which must pass) start in the background as soon as the session's build is done
 (``start``, from conftest.py), so that they reuse its snippet and lab caches. A
 build is single-threaded: side by side they keep both cores busy while the tests
 in between run, instead of one core for half a minute.
@@ -39,6 +39,9 @@ def raising_and_hanging_snippets(project):
         "# snippet: timeout=3\nimport subprocess, time\n"
         f"child = subprocess.Popen(['sleep', '300'])\nopen({str(project / 'child.pid')!r}, 'w').write(str(child.pid))\n"
         "time.sleep(300)\n")
+    # The raising one is on a page in each language (its output; its code), the hanging one on none.
+    append(project / "docs" / "pytorch" / "tensors.md", "\n<!-- output: snippets/broken/raises.py -->\n")
+    append(project / "docs" / "pytorch" / "tensors.zh.md", '\n```python\n--8<-- "snippets/broken/raises.py"\n```\n')
 
 
 @fault
@@ -70,6 +73,11 @@ def failing_lab_cell(project):
 @fault
 def malformed_record(project):
     (project / "records" / "nvidia-h200-2026-12-03.json").write_text('{"machine": {}', encoding="utf-8")
+
+
+@fault
+def page_without_its_twin(project):
+    shutil.copy(project / "docs" / "pytorch" / "tensors.md", project / "docs" / "pytorch" / "new_page.md")
 
 
 @fault
@@ -127,9 +135,15 @@ def alive(pid, wait=5.0):
 
 def test_failing_and_hanging_snippets_fail_the_build(builds, site):
     log = failed(builds, "raising_and_hanging_snippets")
-    assert "snippet snippets/broken/raises.py exited with code 1" in log
+    # Each failure: what happened, the pages to look at, then a header that introduces its stderr.
+    assert ("snippet snippets/broken/raises.py exited with code 1\n"
+            "pages that include it: docs/pytorch/tensors.md, docs/pytorch/tensors.zh.md\n"
+            "--- its stderr (the last 25 lines at most) follows ---\n"
+            "Traceback (most recent call last):\n") in log, log
     assert "RuntimeError: injected fault 4711" in log
-    assert "snippet snippets/broken/hangs.py timed out after 3 s" in log
+    assert ("snippet snippets/broken/hangs.py timed out after 3 s\n"
+            "no page includes it\n--- its stderr") in log, log
+    assert "end of its stderr" not in log
     pidfile = copy_for(site, "raising_and_hanging_snippets") / "child.pid"
     assert not alive(int(pidfile.read_text())), "the timeout left the snippet's child running"
 
@@ -158,6 +172,14 @@ def test_failing_lab_cell_fails_the_build(builds):
 def test_malformed_record_fails_the_build(builds):
     log = failed(builds, "malformed_record")
     assert "records/nvidia-h200-2026-12-03.json: not valid JSON" in log
+
+
+def test_a_page_without_its_twin_fails_the_build_in_one_line(builds):
+    """Not served in English under zh/ (static-i18n's fallback): one line, the page and the fix."""
+    log = failed(builds, "page_without_its_twin")
+    errors = [line for line in log.splitlines() if line.startswith(("ERROR", "WARNING"))]
+    assert errors == ["ERROR   -  docs/pytorch/new_page.md has no Chinese twin docs/pytorch/new_page.zh.md: "
+                      "copy it, translate it, then run make translated PAGE=docs/pytorch/new_page.zh.md"], log
 
 
 def test_a_package_of_another_copy_fails_the_build(builds):

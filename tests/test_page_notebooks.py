@@ -41,6 +41,19 @@ def test_a_notebook_never_installs_torch_and_warns_below_the_floor(capsys):
         assert ("比本站支持的最低版本 2.11 旧" in capsys.readouterr().out) == warned, version
 
 
+def test_the_last_cells_say_to_add_the_record_with_records_add():
+    """`records add` merges a run into the record of the same machine and day; a file copied into
+    records/ (what the notebooks used to ask for first) would replace it."""
+    for page, lang in ((PAGE, "zh"), (PAGE.with_name("tensors.md"), "en")):
+        cells = page_notebooks.notebook(page)["cells"]
+        note, code = cells[-2]["source"], cells[-1]["source"]
+        assert page_notebooks.TEXT[lang]["record"] in note and 'TEXT["wrote"]' in code
+        first = note.split("`python3 -m sitebuild.records add FILE`")[0]
+        assert "records/" not in first, f"the {lang} note names records/ before the command: {first!r}"
+        wrote = page_notebooks.TEXT[lang]["wrote"].format(file="x-2026-12-06.json", n=1, failed=0)
+        assert wrote.endswith("python3 -m sitebuild.records add x-2026-12-06.json"), wrote
+
+
 def test_a_run_on_this_cpu_becomes_a_record_the_build_shows(tmp_path):
     notebook = nbformat.read(page_notebooks.target(PAGE), as_version=4)
     with tempfile.TemporaryDirectory(prefix="nb-kernel-") as sockets:

@@ -1,7 +1,7 @@
 """The second engine: ProperDocs builds the same site from the same mkdocs.yml.
 
 ProperDocs (a fork of MkDocs 1.x, pinned in requirements.txt) is where the site can go
-when MkDocs and Material stop getting fixes (README, "Build engine"). Its build starts in
+when MkDocs and Material stop getting fixes (CONTRIBUTING.md, "Build engine"). Its build starts in
 the background once the session's MkDocs build is done, with the same snippet and lab
 caches, so it runs nothing again (about 20 s on 2 cores). The tests then hold the two
 sites side by side: the same files in both languages, the same output blocks, the same

@@ -9,6 +9,7 @@ strict build still stops on a failing snippet is tests/test_bad_input.py's first
 """
 
 import os
+import re
 import time
 import uuid
 
@@ -49,6 +50,10 @@ def test_pages_say_running_then_reload_with_the_output_and_the_failure(served):
     assert "运行中…snippets/serve_demo/works.py" in first_zh
     assert "served 42" not in first_en
     served.until(background.DONE, limit=300)
+    log = "".join(served.log)  # progress as the results came, then the count (background.Progress)
+    queued = int(re.search(r"(\d+) snippets run in the background", log).group(1))
+    assert f"snippets: {queued}/{queued} done" in log, log
+    assert f"snippets: {queued - 1} passed, 1 failed: snippets/serve_demo/fails.py" in log, log
     served.until("Reloading browsers", limit=300)
     for path in ("pytorch/tensors/", "zh/pytorch/tensors/"):
         page = served.page(path)

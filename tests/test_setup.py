@@ -2,7 +2,10 @@
 Python floor the README states is the one the Makefile checks, CI runs, and every pin allows."""
 
 import re
+import shutil
 import subprocess
+import sys
+import zipfile
 from importlib import metadata
 
 from packaging.requirements import Requirement
@@ -78,6 +81,56 @@ def test_makefile_and_workflow_state_the_same_floor():
     assert CONTAINER.findall(workflow) == [minor], "CI runs in a container of the floor's minor version"
 
 
+def test_the_other_documents_state_the_same_floor():
+    """CONTRIBUTING.md and the GPU workflow's comment may say "Python 3.11.5+": the same floor."""
+    floor = stated_floor()
+    for name in ("CONTRIBUTING.md", ".github/workflows/gpu-record.yml"):
+        text = " ".join((ROOT / name).read_text(encoding="utf-8").split())
+        stated = set(re.findall(r"Python (3\.\d+(?:\.\d+)?)(?:\+| or newer)", text))
+        assert stated == {floor}, f"{name} states Python {sorted(stated) or 'no floor'}; the README says {floor}"
+
+
+# --- the README and CONTRIBUTING.md: what they promise, and the sections others point to ---
+
+def test_the_readme_states_the_command_ci_runs():
+    """`.ci/run` ends with the test command; the README's Quick start must name it."""
+    commands = [line.strip() for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+                if line.strip() and not line.lstrip().startswith("#")]
+    assert commands[-1] == "make test-all", commands[-1]
+    quick_start = (ROOT / "README.md").read_text(encoding="utf-8").split("\n## ")[1]
+    assert quick_start.startswith("Quick start") and commands[-1] in quick_start and ".ci/run" in quick_start
+
+
+SECTION_REFERENCE = re.compile(r'\b(README|CONTRIBUTING)(?:\.md)?(?:\'s)?,? "([^"]+)"|\b(README) ?中的 ?“([^”]+)”')
+HEADING = re.compile(r"^#{2,} (.+?)(?: \{[^}]*\})?$", re.M)
+
+
+def section_references() -> list[tuple[str, str, str]]:
+    """(file, document, section) for each "README, \"Section\"" and the like, in every tracked text file."""
+    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+                            cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    found = []
+    for name in listed:
+        path = ROOT / name
+        if path.suffix in {".md", ".py", ".yml", ".toml"} or name in {"Makefile", ".ci/run"}:
+            if path.is_file():
+                text = " ".join(path.read_text(encoding="utf-8").split())
+                for match in SECTION_REFERENCE.finditer(text):
+                    document, section = (match.group(1), match.group(2)) if match.group(1) else match.group(3, 4)
+                    found.append((name, f"{document}.md", section))
+    return found
+
+
+def test_every_section_named_in_readme_or_contributing_exists():
+    references = section_references()
+    assert {("Makefile", "CONTRIBUTING.md", "Build engine"), ("README.md", "CONTRIBUTING.md", "Writing a snippet"),
+            ("docs/provenance.md", "README.md", "Add your machine")} <= set(references), references
+    headings = {name: set(HEADING.findall((ROOT / name).read_text(encoding="utf-8")))
+                for name in ("README.md", "CONTRIBUTING.md")}
+    missing = [ref for ref in references if ref[2] not in headings[ref[1]]]
+    assert not missing, f"sections named but not found (file, document, section): {missing}"
+
+
 # --- the build engine: MkDocs 1.x with Material, and the package without sys.path edits ---
 
 def engine_problems(version) -> list[str]:
@@ -131,3 +184,23 @@ def test_no_code_edits_sys_path():
              if SYS_PATH_EDIT.search(line)]
     allowed = [edit for edit in edits if edit.startswith(SNIPPET_FOLDER_FIRST)]
     assert len(allowed) <= 1 and edits == allowed, edits
+
+
+# --- the editable install: quiet, and pointing at the checkout ---------------------------
+
+def test_the_editable_install_prints_no_warning(tmp_path):
+    """What `pip install --editable .` (make) asks of setuptools, on a copy of the package: no
+    "Editable installation" warning (pip shows it as a BuildBackendWarning at every first setup),
+    and a wheel whose .pth puts the copy itself on sys.path, so that edits need no reinstall."""
+    shutil.copy2(ROOT / "pyproject.toml", tmp_path)
+    shutil.copytree(ROOT / "sitebuild", tmp_path / "sitebuild", ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "wheel").mkdir()
+    proc = subprocess.run([sys.executable, "-c", "import sys; from setuptools import build_meta; "
+                           "print(build_meta.build_editable(sys.argv[1]))", "wheel"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "Editable installation" not in proc.stderr and "Warning" not in proc.stderr, proc.stderr
+    with zipfile.ZipFile(tmp_path / "wheel" / proc.stdout.split()[-1]) as wheel:
+        pth = [name for name in wheel.namelist() if name.endswith(".pth")]
+        assert len(pth) == 1, wheel.namelist()
+        assert wheel.read(pth[0]).decode().split() == [str(tmp_path)]

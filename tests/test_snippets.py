@@ -82,3 +82,49 @@ def test_a_process_takes_the_probe_its_parent_handed_down_unless_it_sees_other_d
     shows = tmp_path / "shows.py"
     shows.write_text(f"import os\nprint(os.environ.get({snippets.HANDED!r}))\n", encoding="utf-8")
     assert snippets.execute(shows, tmp_path, env={snippets.HANDED: "set"}, root=tmp_path).stdout == "None\n"
+
+
+def test_a_failure_names_its_pages_then_introduces_its_stderr(tmp_path):
+    """The build's error names the pages to look at (an output line, or an include of the code,
+    in either language), and its stderr comes after a line that reads as a header."""
+    (tmp_path / "docs" / "x").mkdir(parents=True)
+    (tmp_path / "docs" / "x" / "page.md").write_text("<!-- output: snippets/x/demo.py -->\n", encoding="utf-8")
+    (tmp_path / "docs" / "x" / "page.zh.md").write_text('```python\n--8<-- "snippets/x/demo.py:part"\n```\n',
+                                                         encoding="utf-8")
+    (tmp_path / "docs" / "other.md").write_text('--8<-- "snippets/x/demo_two.py"\n', encoding="utf-8")
+    pages = snippets.pages_including("snippets/x/demo.py", tmp_path)
+    assert pages == ["docs/x/page.md", "docs/x/page.zh.md"]
+    assert snippets.pages_including("snippets/x/nowhere.py", tmp_path) == []
+    result = snippets.Result("snippets/x/demo.py", 1, "", "Traceback (most recent call last):\nValueError: 7\n",
+                             1.0, 120, {})
+    assert result.failure(pages).splitlines() == [
+        "snippet snippets/x/demo.py exited with code 1",
+        "pages that include it: docs/x/page.md, docs/x/page.zh.md",
+        f"--- its stderr (the last {snippets.STDERR_TAIL} lines at most) follows ---",
+        "Traceback (most recent call last):", "ValueError: 7"]
+    assert result.failure([]).splitlines()[1] == "no page includes it"
+    assert "pages" not in result.failure()  # on the snippet's own page, which needs no pointer to itself
+    result.stderr = ""
+    assert result.failure().splitlines()[-1] == "--- its stderr was empty ---"
+
+
+def test_serve_reports_progress_as_results_arrive(tmp_path, patch_snippets, monkeypatch):
+    """`make serve`'s background runs say how far they are, then how many passed and failed."""
+    from sitebuild import background
+
+    patch_snippets.setattr(snippets, "ROOT", tmp_path)
+    patch_snippets.setattr(snippets, "SNIPPETS", tmp_path)
+    monkeypatch.setenv("SNIPPET_CACHE_DIR", str(tmp_path / "cache"))
+    said = []
+    monkeypatch.setattr(background, "progress", type("Log", (), {"info": staticmethod(said.append)}))
+    paths = []
+    for name, code in (("a_works.py", "print(1)\n"), ("b_fails.py", "raise SystemExit(3)\n"),
+                       ("c_works.py", "# snippet: serial\nprint(2)\n")):
+        paths.append(tmp_path / name)
+        paths[-1].write_text(code, encoding="utf-8")
+    found = results.run_all(paths, background.Progress(len(paths)))
+    assert [r.ok for r in found.values()] == [True, False, True]
+    counts = sorted(line.split(" (")[0] for line in said[:3])  # the two parallel ones may log in either order
+    assert counts == ["1/3 done", "2/3 done", "3/3 done"], said  # logged as "snippets: 1/3 done"
+    assert sum(line.endswith("done (b_fails.py failed)") for line in said[:3]) == 1, said
+    assert said[3:] == ["2 passed, 1 failed: b_fails.py (each page shows why)"]

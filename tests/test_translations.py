@@ -20,8 +20,10 @@ GIT = ["git", "-c", "user.name=test", "-c", "user.email=test@example.invalid", "
 
 
 def test_every_translation_is_stamped_and_current():
-    problems = translations.check()
-    assert not problems, ("Chinese pages to update (`make translations` shows what changed):\n"
+    # A Chinese page without its English one: tests/test_parity.py reports it, with the fix.
+    problems = [problem for problem in translations.check() if problem.kind != "orphan"]
+    assert not problems, ("Chinese pages to update (`make translations` shows what changed in English;"
+                          " each stale line ends with the command that stamps the page once updated):\n"
                           + "\n".join(map(str, problems)))
 
 
@@ -71,9 +73,12 @@ def test_an_edited_english_page_makes_its_translation_stale(repo):
     add_sentence(repo / "docs/pytorch/tensors.md", "A sentence the  translation\nlacks.")
     problems = translations.check(repo)
     assert [(p.kind, p.page) for p in problems] == [("stale", PAGE)], problems
+    command = f"make translated PAGE={PAGE}"  # the fix, with the page's real path: no placeholder
+    assert str(problems[0]).endswith(f"update the translation, then run: {command}"), problems[0]
     text, code = translations.report(repo)
     assert code == 1 and PAGE in text
     assert "\n    +A sentence the translation\n    +lacks.\n" in text, text
+    assert text.endswith(f"then stamp it:\n    {command}\n") and "<" not in text.splitlines()[-1], text
 
 
 def test_whitespace_and_code_changes_do_not_count(repo):
@@ -87,6 +92,25 @@ def test_whitespace_and_code_changes_do_not_count(repo):
     lab = repo / "docs/labs/autograd.md"  # a code cell of a lab
     edit(lab, "```python\n", "```python\n# a comment in a code cell\n")
     assert translations.check(repo) == []
+
+
+def test_a_new_page_without_its_twin_is_named_with_the_fix_and_the_fix_works(repo):
+    """The line the build stops on (hooks/translations.py), in both directions; then the
+    steps it names, for a page that has never been committed."""
+    en, zh = repo / "docs/pytorch/new_page.md", repo / "docs/pytorch/new_page.zh.md"
+    en.write_text("# A new page { #new }\n\nA sentence.\n", encoding="utf-8")
+    assert translations.missing_twins(repo / "docs") == [
+        "docs/pytorch/new_page.md has no Chinese twin docs/pytorch/new_page.zh.md: copy it, translate it,"
+        " then run make translated PAGE=docs/pytorch/new_page.zh.md"]
+    zh.write_text("# 新的一页 { #new }\n\n一句话。\n", encoding="utf-8")
+    assert translations.missing_twins(repo / "docs") == []
+    assert [(p.kind, p.page) for p in translations.check(repo)] == [("missing", "docs/pytorch/new_page.zh.md")]
+    translations.stamp(zh, repo)
+    assert translations.check(repo) == []
+    en.unlink()
+    assert translations.missing_twins(repo / "docs") == [
+        "docs/pytorch/new_page.zh.md has no English twin docs/pytorch/new_page.md: write the English page it"
+        " translates, then run make translated PAGE=docs/pytorch/new_page.zh.md"]
 
 
 def test_a_page_without_a_stamp_fails_with_its_name(repo):
