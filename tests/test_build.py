@@ -5,7 +5,7 @@ import json
 import re
 
 import pytest
-from sitebuild import snippets
+from sitebuild import output_blocks, snippets
 from tests import check_cache
 from tests.conftest import skip_if_a_twin_is_missing
 from tests.pages import en_pages, is_lab, outputs, url_path
@@ -65,7 +65,7 @@ def test_outputs_on_both_pages(site, snippet_results):
             for lang, label in (("en", "Ran in this build on"), ("zh", "本次构建实际运行于")):
                 text = visible_text(html_of(site, page, lang))
                 assert first in text, f"{page}: {lang} page lacks {path}'s output"
-                assert f"{label} {result.env['device']}" in text
+                assert f"{label} {output_blocks.device(result.env['device'], output_blocks.LABELS[lang])}" in text
 
 
 def test_each_language_has_its_own_search_index(site):

@@ -66,6 +66,6 @@ def test_a_run_on_this_cpu_becomes_a_record_the_build_shows(tmp_path):
     assert list(rec.snippets) == [SNIPPET] and rec.status(SNIPPET) == ("current", [])
     labels = output_blocks.LABELS["zh"]
     block = output_blocks.output_block(SNIPPET, output_blocks.result(SNIPPET), labels, [rec])
-    assert f'=== "{output_blocks.record_label(rec)}"' in block and rec.snippets[SNIPPET]["stdout"].splitlines()[0] in block
+    assert f'=== "{output_blocks.record_label(rec, labels)}"' in block and rec.snippets[SNIPPET]["stdout"].splitlines()[0] in block
     assert output_blocks.matrix_cell(rec, SNIPPET, labels) == "✓"
     assert output_blocks.matrix_cell(rec, "snippets/pytorch/nn.py", labels) == "未记录"  # not failed
