@@ -7,11 +7,13 @@ rendered by ``sitebuild.output_blocks``, a Python-Markdown extension, from the r
 =========================  ==================================================================
 ``snippets``               find a snippet, run it as a reader would (standard library only)
 ``results``                the build's on-disk cache of snippet results (standard library only)
+``attribution``            which section was running as each line of output was printed
 ``forkserver``             snippet runs forked from an interpreter that has imported torch
 ``forked_spawn``           in those runs, the ranks that spawn starts, forked from it as well
 ``import_env``             the variables its imports read; a run that sets one is done fresh
 ``records``                hardware records, ``python3 -m sitebuild.records`` (standard library only)
 ``output_blocks``          the output blocks, record tabs and "Verified on" matrix (Markdown extension)
+``excerpts``               where each excerpt's own output goes, and which lines are its
 ``background``             ``mkdocs serve`` at once: results run behind "running…" placeholders
 ``render_memo``            highlighting and compiled templates kept between rebuilds
 ``language``               which language a page is rendered in

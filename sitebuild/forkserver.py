@@ -7,7 +7,9 @@ per snippet. The child does what ``python snippets/x.py`` does: its own session 
 group), the snippet's folder first on ``sys.path``, its path as ``sys.argv[0]``, the
 caller's environment and working directory, stdout and stderr unbuffered into files, stdin
 from /dev/null, the file run as ``__main__`` (``mp.spawn`` finds it there), a traceback that
-starts at the snippet's own frame, and the usual interpreter exit (atexit, threads joined).
+starts at the snippet's own frame, and the usual interpreter exit (atexit, threads joined):
+the same code as a fresh run's bootstrap (sitebuild/attribution.py: ``become``, ``run``), which
+also notes which named section printed each line of stdout.
 What ``import torch`` printed to stderr is written first, as a fresh process would print it.
 The processes that multiprocessing's spawn starts in the child are forked too (``forked_spawn``).
 
@@ -33,7 +35,6 @@ import importlib
 import io
 import json
 import os
-import runpy
 import select
 import signal
 import subprocess
@@ -41,10 +42,9 @@ import sys
 import tempfile
 import threading
 import time
-import traceback
 from pathlib import Path
 
-from sitebuild import forked_spawn, import_env
+from sitebuild import attribution, forked_spawn, import_env
 
 AVAILABLE = sys.platform == "linux"
 # Set anew for each run and read by nobody at import: a snippet's output folder, and the test
@@ -69,12 +69,13 @@ class Server:
             self.proc.kill()
             raise ServerGone(ready["why"] if ready else "the server did not import torch within 120 s")
 
-    def run(self, path: Path, environ: dict, cwd: Path, timeout: float) -> tuple[int | None, str, str] | None:
-        """(exit code or None at the timeout, stdout, stderr); the child's process group is killed after.
-        None: the run changed a variable that the server's imports read, and must be done fresh."""
+    def run(self, path: Path, environ: dict, cwd: Path, timeout: float) -> tuple[int | None, str, str, list[list]] | None:
+        """(exit code or None at the timeout, stdout, stderr, attribution); the child's process group is
+        killed after. None: the run changed a variable that the server's imports read, and must be done fresh."""
         with tempfile.TemporaryDirectory(prefix="snippet-run-") as tmp:
-            out, err = Path(tmp, "stdout"), Path(tmp, "stderr")
-            job = {"path": str(path), "environ": environ, "cwd": str(cwd), "stdout": str(out), "stderr": str(err)}
+            out, err, record = Path(tmp, "stdout"), Path(tmp, "stderr"), Path(tmp, "attribution")
+            job = {"path": str(path), "environ": environ, "cwd": str(cwd), "stdout": str(out), "stderr": str(err),
+                   "attribution": str(record)}
             self.proc.stdin.write(json.dumps(job).encode() + b"\n")
             self.proc.stdin.flush()
             pid = self.reply(None)["pid"]
@@ -84,8 +85,8 @@ class Server:
                 self.reply(None)  # the server has reaped the killed child
             if import_env.changed(Path(tmp)):
                 return None
-            return (None if ended is None else ended["code"],
-                    out.read_text(errors="replace"), err.read_text(errors="replace"))
+            stdout, sections = attribution.read(out, record, Path(cwd, path))
+            return None if ended is None else ended["code"], stdout, err.read_text(errors="replace"), sections
 
     def reply(self, deadline: float | None) -> dict | None:
         """The server's next line, or None if it does not come before ``deadline``."""
@@ -114,7 +115,7 @@ _idle: dict[tuple, list[Server]] = {}
 _lock = threading.Lock()
 
 
-def run(path: Path, environ: dict, cwd: Path, timeout: float) -> tuple[int | None, str, str] | None:
+def run(path: Path, environ: dict, cwd: Path, timeout: float) -> tuple[int | None, str, str, list[list]] | None:
     """Run ``path`` in a child of an idle server of this environment; start one if none is idle.
     None: it must be run fresh instead (``Server.run``)."""
     key = tuple(sorted((k, v) for k, v in environ.items() if k not in PER_RUN))
@@ -180,22 +181,11 @@ def child(job: dict, preloaded: str):
     sys.stderr = unbuffered(2, sys.__stderr__)
     sys.stderr.write(preloaded)
     path = job["path"]
-    sys.argv = [path]
-    sys.path[0] = os.path.dirname(path)
+    attribution.become(path)
     folder = Path(job["stdout"]).parent
     import_env.watch(folder)
     forked_spawn.install(folder)  # ranks started by spawn fork too, and are watched too
-    try:
-        runpy.run_path(path, run_name="__main__")
-    except SystemExit:
-        raise
-    except BaseException as error:  # printed as Python prints it, from the snippet's frame on
-        tb = error.__traceback__
-        while tb is not None and tb.tb_frame.f_code.co_filename != path:
-            tb = tb.tb_next
-        sys.excepthook(type(error), error.with_traceback(tb), tb)
-        raise SystemExit(1) from None
-    raise SystemExit(0)
+    attribution.run(path, job["attribution"])  # as __main__, its sections noted; exits as an interpreter
 
 
 def redirect(fd: int, name: str, flags: int):

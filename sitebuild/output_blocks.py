@@ -53,7 +53,7 @@ from functools import lru_cache
 from markdown import Extension
 from markdown.preprocessors import Preprocessor
 
-from sitebuild import background, records, results, snippets
+from sitebuild import background, excerpts, records, results, snippets
 from sitebuild.snippets import ROOT, Result
 
 OUTPUT_LINE = "<!-- output: "
@@ -61,20 +61,21 @@ PROVENANCE_LINE = "<!-- snippet-provenance -->"
 # After pymdownx.snippets (32), which would expand a `--8<--` line of an output; before
 # SuperFences (25) and the HTML stash (20), which then see the fences written here.
 PRIORITY = 31.5
+EXCERPT_PRIORITY = 40  # before pymdownx.snippets, while the includes still name their sections
 LABELS = {
     "en": {"output": "Output", "ran": "Ran in this build on", "no_output": "(no output)",
            "build": "This build", "recorded": "Recorded on", "failed": "Failed: exit code",
            "snippet": "Snippet", "current": "✓", "stale": "stale", "missing": "not in this record",
            "cut": "not run: time budget", "prefixes": {},
            "changed": "changed since", "driver": "driver", "colon": ": ",
-           "pending": "running…", "running": "running… {path} (this page reloads when it is done)",
+           "pending": "running…", "whole": "The whole output", "running": "running… {path} (this page reloads when it is done)",
            "broke": "{path} failed; `mkdocs build --strict` stops on it. The end of its stderr:"},
     "zh": {"output": "输出", "ran": "本次构建实际运行于", "no_output": "（无输出）",
            "build": "本次构建", "recorded": "记录于", "failed": "运行失败：退出码",
            "snippet": "示例", "current": "✓", "stale": "已过期", "missing": "不在此记录中",
            "cut": "未运行：时间预算用完", "prefixes": {"cpu: ": "CPU：", "mps: ": "MPS："},
            "changed": "此后改动的文件", "driver": "驱动", "colon": "：",
-           "pending": "运行中…", "running": "运行中…{path}（运行结束后本页会自动刷新）",
+           "pending": "运行中…", "whole": "完整输出", "running": "运行中…{path}（运行结束后本页会自动刷新）",
            "broke": "{path} 运行失败，`mkdocs build --strict` 会因此中止。其 stderr 的末尾："},
 }
 
@@ -153,11 +154,13 @@ def build_provenance(found: Result, labels: dict) -> str:
             f"Python {inline(env['python'])} · {found.ran_on}")
 
 
-def record_tab(rec: records.Record, path: str, labels: dict) -> str:
-    """A current record entry as tab content: its output, or its failure."""
+def record_tab(rec: records.Record, path: str, labels: dict, text: str | None = None) -> str:
+    """A current record entry as tab content: its output (or ``text``, an excerpt's part of
+    it), or its failure."""
     entry = rec.snippets[path]
     if entry["returncode"] == 0:
-        body = text_block(entry["stdout"].rstrip() or labels["no_output"], f"{labels['output']} · {path}")
+        shown = entry["stdout"] if text is None else text
+        body = text_block(shown.rstrip() or labels["no_output"], f"{labels['output']} · {path}")
     else:
         body = (f"**{labels['failed']} {entry['returncode']}**\n\n"
                 + text_block(entry["stderr_tail"].rstrip() or "(empty)", f"stderr · {path}"))
@@ -169,11 +172,39 @@ def output_block(path: str, found: Result | None, labels: dict, recs: list[recor
     ours = (not_yet(path, found, labels) if found is None or not found.ok else
             text_block(found.stdout.rstrip() or labels["no_output"], f"{labels['output']} · {found.path}")
             + f"\n\n{build_provenance(found, labels)}\n{{: .snippet-provenance }}")
-    shown = [r for r in recs if r.status(path)[0] in ("current", "failed")]
+    shown = [(r, record_tab(r, path, labels)) for r in recs if r.status(path)[0] in ("current", "failed")]
+    return tabbed(ours, shown, labels)
+
+
+def excerpt_block(path: str, part: list[str], found: Result | None, labels: dict,
+                  recs: list[records.Record]) -> str:
+    """The lines printed while these sections ran: this build's, then each current record's
+    that carries an attribution. Empty where the build's run has none (the whole output is
+    then shown once, at the output line) or where nobody's run printed anything here."""
+    ours = excerpts.lines_of(found.stdout, found.sections, part) if found is not None and found.ok else None
+    if ours is None:
+        return ""
+    theirs = [(r, text) for r in recs if r.status(path)[0] == "current"
+              and (text := excerpts.lines_of(r.snippets[path]["stdout"], r.snippets[path].get("sections"), part))
+              is not None]
+    if not (ours or any(text for _, text in theirs)):
+        return ""
+    title = f"{labels['output']} · {path}:{','.join(part)}"
+    block = (text_block(ours or labels["no_output"], title)
+             + f"\n\n{build_provenance(found, labels)}\n{{: .snippet-provenance }}")
+    return tabbed(block, [(r, record_tab(r, path, labels, text)) for r, text in theirs], labels)
+
+
+def tabbed(ours: str, shown: list[tuple[records.Record, str]], labels: dict) -> str:
     if not shown:
         return ours + "\n"
-    tabs = [(labels["build"], ours)] + [(record_label(r, labels), record_tab(r, path, labels)) for r in shown]
+    tabs = [(labels["build"], ours)] + [(record_label(r, labels), body) for r, body in shown]
     return "\n".join(f'=== "{label}"\n\n' + indent(body) + "\n" for label, body in tabs)
+
+
+def collapsed(block: str, labels: dict) -> str:
+    """The whole output, folded (pymdownx.details) below excerpts that show it piece by piece."""
+    return f'??? abstract "{labels["whole"]}"\n\n' + indent(block) + "\n"
 
 
 def not_yet(path: str, found: Result | None, labels: dict) -> str:
@@ -219,14 +250,20 @@ def provenance_table(found: dict[str, Result | None], labels: dict, recs: list[r
 
 
 def rendered(markdown: str, lang: str) -> str:
-    """The page's Markdown with every output line and the matrix line filled in."""
+    """The page's Markdown with every excerpt, output and matrix line filled in."""
     labels = LABELS[lang]
-    lines = []
+    lines, split = [], set()  # split: the snippets whose output the excerpts above have shown
     for line in markdown.split("\n"):
         stripped = line.strip()
-        if stripped.startswith(OUTPUT_LINE) and stripped.endswith("-->"):
+        if part := excerpts.excerpt(line):
+            path, sections = part
+            block = excerpt_block(path, sections, result(path), labels, records_now())
+            split.update([path] if block else [])
+            lines.append(f"\n{block}\n" if block else "")
+        elif stripped.startswith(OUTPUT_LINE) and stripped.endswith("-->"):
             path = stripped.removeprefix(OUTPUT_LINE).removesuffix("-->").strip()
-            lines.append(output_block(path, result(path), labels, records_now()))
+            block = output_block(path, result(path), labels, records_now())
+            lines.append(collapsed(block, labels) if path in split else block)
         elif stripped == PROVENANCE_LINE:
             found = {snippets.relative(p): result(snippets.relative(p)) for p in snippets.discover()}
             lines.append(provenance_table(found, labels, records_now()))
@@ -246,6 +283,13 @@ class OutputPreprocessor(Preprocessor):
         return rendered("\n".join(lines), self.lang).split("\n")
 
 
+class ExcerptPreprocessor(Preprocessor):
+    """Marks each excerpt while its includes still name their sections (sitebuild/excerpts.py)."""
+
+    def run(self, lines: list[str]) -> list[str]:
+        return excerpts.marked(lines)
+
+
 class OutputExtension(Extension):
     def __init__(self, **kwargs):
         self.config = {"language": ["en", "the labels' language: " + " or ".join(LABELS)]}
@@ -255,6 +299,7 @@ class OutputExtension(Extension):
         lang = self.getConfig("language")
         if lang not in LABELS:
             raise SnippetError(f"sitebuild.output_blocks: language '{lang}' is not one of {', '.join(LABELS)}")
+        md.preprocessors.register(ExcerptPreprocessor(md), "snippet_excerpts", EXCERPT_PRIORITY)
         md.preprocessors.register(OutputPreprocessor(md, lang), "snippet_outputs", PRIORITY)
 
 

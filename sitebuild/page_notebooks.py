@@ -14,9 +14,10 @@ A notebook holds, in the page's language:
 1. the runtime: torch, device, CUDA, driver; a warning when torch is older than
    ``TORCH_FLOOR``; the pinned versions of numpy, numba and matplotlib installed only where
    they are missing (torch is never installed or replaced);
-2. for each output line of the page, in order, the snippet as one whole file (and the local
-   modules it imports), written with ``%%writefile``, then run as ``python <file>`` with its
-   timeout, the way sitebuild.records runs it;
+2. the recorder's attribution (sitebuild/attribution.py, written whole), then for each output
+   line of the page, in order, the snippet as one whole file (and the local modules it
+   imports), written with ``%%writefile``, then run as ``python <file>`` runs it, with its
+   timeout and the attribution of each output line to its section, as sitebuild.records runs it;
 3. the record: this run's entries for this page's snippets in the contract of records/
    (sitebuild/records.py), written to ``<device>-<date>.json`` and offered for download.
    A page's record holds only its own snippets; the site shows the others as not recorded.
@@ -116,19 +117,26 @@ for folder in {folders}:
 
 
 def run(path, sources, timeout):
-    """Run one snippet as the site's recorder does, show its output, keep its entry."""
-    env = dict(os.environ, SNIPPET_OUTPUT_DIR=".", MPLBACKEND="Agg", PYTHONUNBUFFERED="1")
+    """Run one snippet as the site's recorder does (sitebuild/attribution.py, written below:
+    which section printed each line), show its output, keep its entry."""
+    from sitebuild import attribution
+    env = dict(os.environ, SNIPPET_OUTPUT_DIR=".", MPLBACKEND="Agg", PYTHONUNBUFFERED="1",
+               SNIPPET_ATTRIBUTION="attribution.txt")
     start = time.perf_counter()
-    try:
-        proc = subprocess.run([sys.executable, path], capture_output=True, text=True, timeout=timeout, env=env)
-        code, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
-    except subprocess.TimeoutExpired as error:
-        code, stdout, stderr = -9, error.stdout or "", f"[killed: timed out after {{timeout}} s]"
+    with open("stdout.txt", "wb") as out:
+        try:
+            proc = subprocess.run(attribution.command(path), stdout=out, stderr=subprocess.PIPE, text=True,
+                                  timeout=timeout, env=env)
+            code, stderr = proc.returncode, proc.stderr
+        except subprocess.TimeoutExpired:
+            code, stderr = -9, f"[killed: timed out after {{timeout}} s]"
+    stdout, sections = attribution.read(Path("stdout.txt"), Path("attribution.txt"), Path(path))
+    Path("attribution.txt").unlink(missing_ok=True)
     print(stdout, end="")
     print(stderr, end="", file=sys.stderr)
     RESULTS[path] = {{"returncode": code, "stdout": stdout,
                      "stderr_tail": "\\n".join(stderr.rstrip().splitlines()[-{tail}:]),
-                     "seconds": round(time.perf_counter() - start, 2), "figures": [],
+                     "seconds": round(time.perf_counter() - start, 2), "figures": [], "sections": sections,
                      "sources": {{f: hashlib.sha256(Path(f).read_bytes()).hexdigest() for f in sources}}}}
 '''
 
@@ -201,8 +209,10 @@ def page_cells(page: Path, words: dict) -> list[dict]:
         cells, sources = snippet_cells(path, words, written)
         body += cells
         folders |= {str(Path(source).parent) for source in sources}
-    return [cell("code", RUN.format(folders=sorted(folders), tail=snippets.STDERR_TAIL)),
-            *body, cell("markdown", words["record"]), cell("code", RECORD)]
+    machinery = [cell("code", f"%%writefile sitebuild/{name}\n" + (ROOT / "sitebuild" / name).read_text(encoding="utf-8"))
+                 for name in ("__init__.py", "attribution.py")]
+    return [cell("code", RUN.format(folders=sorted(folders | {"sitebuild"}), tail=snippets.STDERR_TAIL)),
+            *machinery, *body, cell("markdown", words["record"]), cell("code", RECORD)]
 
 
 def lab_cells(page: Path, lang: str) -> list[dict]:

@@ -23,7 +23,12 @@ The contract, checked by ``load()`` (the build and the tests use it)::
      "left_out": ["snippets/y.py", ...],                 # optional: what a time budget cut
      "snippets": {"snippets/x.py": {"returncode": 0, "stdout": "...", "stderr_tail": "...",
                   "seconds": 1.2, "sources": {"snippets/x.py": "<sha256>", ...},
-                  "figures": ["plot.svg"]}}}
+                  "figures": ["plot.svg"],
+                  "sections": [["create", 2], ["dtype", 1], ...]}}}  # optional (2026-12-06 on)
+
+``sections`` says which named section of the snippet was running as each line of stdout was
+printed (sitebuild/attribution.py), so that a record's tab stands under the right excerpt
+(sitebuild/excerpts.py); a record without it shows its output in the page's whole output only.
 
 An entry is *current* while every file in its ``sources`` still has that hash, and
 *stale* once one changed or is gone; stale entries are listed, never shown as output.
@@ -52,7 +57,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 
-from sitebuild import snippets
+from sitebuild import excerpts, snippets
 
 RECORDS = snippets.ROOT / "records"
 FIGURE_LIMIT = 200_000  # bytes; larger figures are left out
@@ -173,6 +178,8 @@ def entry_problems(path: str, entry: dict) -> list[str]:
             found.append(f"{path}: source {shown(source)} is not a plain relative path to a .py file")
         elif not (isinstance(digest, str) and SHA256.fullmatch(digest)):
             found.append(f"{path}: the hash of {source} is not a sha256")
+    if entry.get("sections", []) != [] and not excerpts.attributed(entry["stdout"], entry["sections"]):
+        found.append(f"{path}: 'sections' is not a list of [section, lines] whose lines add up to stdout's")
     for figure in entry["figures"]:
         if not (isinstance(figure, str) and FIGURE_NAME.fullmatch(figure)):
             found.append(f"{path}: figure {shown(str(figure))} is not a plain file name ending in .svg")
@@ -227,7 +234,7 @@ def entry(result: snippets.Result, path: Path, figures: Path) -> dict:
                                    f"\n[killed: {result.why()}]")
     return {"returncode": KILLED if result.returncode is None else result.returncode,
             "stdout": result.stdout, "stderr_tail": tail, "seconds": result.seconds,
-            "sources": snippets.source_hashes(path), "figures": kept}
+            "sources": snippets.source_hashes(path), "figures": kept, "sections": result.sections}
 
 
 def record(folder: Path = RECORDS, budget: float | None = None) -> tuple[Path, list[str]]:

@@ -22,7 +22,7 @@ from pathlib import Path
 from sitebuild import snippets
 from sitebuild.snippets import ROOT, Result, options
 
-FORMAT = 2  # bump when the cached result's layout changes
+FORMAT = 3  # bump when the cached result's layout changes (3: the attribution, sections)
 _memo: dict[tuple[str, str], Result] = {}  # (cache folder, key) -> this process's result
 
 

@@ -28,7 +28,7 @@ from datetime import date
 from functools import lru_cache
 from pathlib import Path
 
-from sitebuild import forkserver
+from sitebuild import attribution, forkserver
 
 ROOT = Path(__file__).resolve().parent.parent
 SNIPPETS = ROOT / "snippets"
@@ -105,6 +105,12 @@ class Result:
     ran_on: str = field(default_factory=lambda: date.today().isoformat())
     figures: list[str] = field(default_factory=list)
     cached: bool = False
+    # Which named section was running as each line of stdout was printed (sitebuild/attribution.py):
+    # runs [[section name, or None where no section can take it, number of lines], ...] in order,
+    # whose counts add up to len(stdout.splitlines()): a final line without a line break counts as
+    # a line, for the section running when its last character was written. Empty: no attribution
+    # (a result from before it, a run whose stdout had no offset, or no output at all).
+    sections: list[list] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -279,25 +285,32 @@ def execute(path: Path, outdir: Path, env: dict | None = None, timeout: int | No
             ran = forkserver.run(path, environ, root, timeout)
         except forkserver.ServerGone:  # torch does not import there, say: a fresh run says why
             pass
-    code, stdout, stderr = ran or fresh(path, environ, timeout, root)  # None: it set what the server's imports read
+    code, stdout, stderr, sections = ran or fresh(path, environ, timeout, root)  # None: it set what the server's imports read
     return Result(relative(path, root), code, stdout, stderr, round(time.perf_counter() - start, 2),
-                  timeout, machine(), figures=sorted(p.name for p in outdir.iterdir()))
+                  timeout, machine(), figures=sorted(p.name for p in outdir.iterdir()), sections=sections)
 
 
-def fresh(path: Path, environ: dict, timeout: int, root: Path) -> tuple[int | None, str, str]:
-    """``python <path>``: (exit code or None at the timeout, stdout, stderr)."""
-    proc = subprocess.Popen([sys.executable, str(path)], cwd=root, env=environ, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-    try:
-        stdout, stderr = proc.communicate(timeout=timeout)
-        code = proc.returncode
-    except subprocess.TimeoutExpired:
-        code = None
-    finally:
-        forkserver.kill_group(proc.pid)  # also any child the snippet left behind
-    if code is None:
-        stdout, stderr = proc.communicate()
-    return code, stdout, stderr
+def fresh(path: Path, environ: dict, timeout: int, root: Path) -> tuple[int | None, str, str, list[list]]:
+    """``python <path>``: (exit code or None at the timeout, stdout, stderr, attribution).
+
+    Run as ``python <path>`` runs it, by the attribution's bootstrap (``attribution.command``),
+    with stdout and stderr in files: the side channel reads stdout's file offset. The run ends
+    when the snippet's process does; what it left behind is killed with its process group."""
+    with tempfile.TemporaryDirectory(prefix="snippet-run-") as tmp:
+        out, err, record = Path(tmp, "stdout"), Path(tmp, "stderr"), Path(tmp, "attribution")
+        with out.open("wb") as stdout, err.open("wb") as stderr:
+            proc = subprocess.Popen(attribution.command(path), cwd=root, env=environ | {attribution.VARIABLE: str(record)},
+                                    stdout=stdout, stderr=stderr, start_new_session=True)
+        try:
+            code = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            code = None
+        finally:
+            forkserver.kill_group(proc.pid)  # also any child the snippet left behind
+        if code is None:
+            proc.wait()
+        text, sections = attribution.read(out, record, Path(root, path))
+        return code, text, err.read_text(errors="replace"), sections
 
 
 def inductor_cache(environ: dict) -> dict:

@@ -181,9 +181,11 @@ def html_file(site: Path, path: str) -> Path:
 
 
 # Each output's provenance line ("Ran in this build on …", "Recorded on …"), in every tab of
-# its block: below its code block, not overlapping it, and not covered at its top or bottom.
+# its block, each excerpt's block included: below its code block, not overlapping it, not
+# covered at its top or bottom; and each tab, clicked, shows its block.
 PROVENANCE_CLEAR = """() => {
   const found = new Set();
+  document.querySelectorAll('details').forEach(d => d.open = true);  // the whole output, folded below excerpts
   const measure = (scope, where) => {
     for (const line of scope.querySelectorAll('.snippet-provenance')) {
       if (!line.offsetParent) continue;  // in a tab not shown
@@ -200,10 +202,15 @@ PROVENANCE_CLEAR = """() => {
     }
   };
   measure(document, 'first tab');
-  for (const set of document.querySelectorAll('.tabbed-set')) {
-    const inputs = [...set.querySelectorAll(':scope > input')];
-    inputs.forEach((input, i) => { input.checked = true; measure(set, `tab ${i + 1}`); });
-    if (inputs.length) inputs[0].checked = true;
+  for (const set of document.querySelectorAll('.tabbed-set')) {  // switched as a reader does, by its label
+    const labels = [...set.querySelectorAll(':scope > .tabbed-labels > label')];
+    const blocks = [...set.querySelectorAll(':scope > .tabbed-content > .tabbed-block')];
+    labels.forEach((label, i) => {
+      label.click();
+      if (!blocks[i] || !blocks[i].offsetHeight) found.add(`tab "${label.innerText}" shows nothing when clicked`);
+      measure(set, `tab ${i + 1}`);
+    });
+    if (labels.length) labels[0].click();
   }
   return [...found];
 }"""

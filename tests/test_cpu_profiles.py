@@ -40,11 +40,11 @@ from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
-from sitebuild import snippets
+from sitebuild import attribution, snippets
 from tests import check_cache
 from tests.conftest import ROOT, background
 
-CODE = [Path(__file__), Path(snippets.__file__)]  # a change to either reruns the profiles
+CODE = [Path(__file__), Path(snippets.__file__), Path(attribution.__file__)]  # a change to one reruns the profiles
 
 PROFILES = snippets.CPU_PROFILES
 # What each profile must show, where the CPU has at least that much.

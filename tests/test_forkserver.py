@@ -46,6 +46,7 @@ def test_a_forked_run_prints_what_a_fresh_process_prints(tmp_path, case):
     fresh, forked = both(demo, env)
     assert fresh.returncode == {"exit-3": 3, "traceback": 1}.get(case, 0)
     assert (forked.returncode, forked.stdout, forked.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr)
+    assert forked.sections == fresh.sections == [[None, len(fresh.stdout.splitlines())]]  # no sections: none placed
 
 
 def test_the_forked_run_really_starts_with_torch_and_dynamo_imported(tmp_path):

@@ -269,6 +269,7 @@ def test_hostile_records_are_inert_in_chromium(hostile_site, browser, page):
     tab.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
     tab.on("console", lambda message: message.type == "error" and errors.append(message.text))
     tab.goto(serve(hostile_site) + page, wait_until="networkidle")
+    tab.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")  # the whole output, folded
     for label in tab.locator(".tabbed-labels label").all():  # show every record's tab, as a reader would
         label.click()
     found = tab.evaluate(INERT)

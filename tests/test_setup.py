@@ -171,8 +171,9 @@ def test_a_wrong_engine_is_named_with_what_to_install():
 
 
 SYS_PATH_EDIT = re.compile(r"sys\.path(\.insert|\.append|\.extend|\[[^\]]*\]\s*=|\s*\+=)")
-# The one edit allowed: a forked snippet run puts the snippet's folder first, as `python x.py` does.
-SNIPPET_FOLDER_FIRST = "sitebuild/forkserver.py:"
+# The one edit allowed: a snippet run (fresh or forked) puts the snippet's folder first, as
+# `python x.py` does.
+SNIPPET_FOLDER_FIRST = "sitebuild/attribution.py:"
 
 
 def test_no_code_edits_sys_path():
