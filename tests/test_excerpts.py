@@ -115,3 +115,12 @@ def test_both_languages_show_the_same_excerpt_blocks_in_the_same_places(site):
         assert excerpt_titles(en) == excerpt_titles(zh), page.name
         split += bool(excerpt_titles(en))
     assert split >= 10, f"only {split} pages show outputs below their excerpts"
+
+
+def test_the_print_pages_show_the_excerpt_blocks_and_open_the_whole_output(site):
+    """The PDFs are printed from these pages (sitebuild/print_pages.py)."""
+    for lang, prefix in (("en", ""), ("zh", "zh/")):
+        printed = (site / prefix / "pdf" / "print.html").read_text(encoding="utf-8")
+        label = output_blocks.LABELS[lang]["output"]
+        assert f'<span class="filename">{label} · {PATH}:create</span>' in printed, lang
+        assert "<details open" in printed and not re.search(r"<details(?![^>]*\sopen)", printed), lang

@@ -62,6 +62,7 @@ REFUSED = {  # (where, value) -> the phrase the refusal names
     "bidi override in stderr": (("entry", "stderr_tail"), "x\u202ey", f"{PATH}: 'stderr_tail' holds a control"),
     "figure up the tree": (("entry", "figures"), ["../../docs/index.md"], "figure '../../docs/index.md' is not a plain"),
     "figure through a folder": (("entry", "figures"), ["x.svg/../../y"], "figure 'x.svg/../../y' is not a plain"),
+    "attribution past the output": (("entry", "sections"), [["x", 99]], f"{PATH}: 'sections' is not a list"),
     "date with a newline": (("recorded",), "2026-12-03\n", "'recorded' is not a YYYY-MM-DD date"),
     "snippet outside snippets/": (("snippet",), "../docs/index.md", "snippet '../docs/index.md': not a plain relative path"),
     "source with a backtick": (("source",), "snippets/`x`.py", "source 'snippets/`x`.py' is not a plain relative path"),
