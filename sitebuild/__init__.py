@@ -15,7 +15,7 @@ rendered by ``sitebuild.output_blocks``, a Python-Markdown extension, from the r
 ``output_blocks``          the output blocks, record tabs and "Verified on" matrix (Markdown extension)
 ``excerpts``               where each excerpt's own output goes, and which lines are its
 ``background``             ``mkdocs serve`` at once: results run behind "running…" placeholders
-``render_memo``            highlighting and compiled templates kept between rebuilds
+``render_memo``            pages' HTML (serve), highlighting and compiled templates kept between rebuilds
 ``language``               which language a page is rendered in
 ``labs``                   lab notebooks: run once, both languages, .ipynb downloads
 ``notebook_css``           a lab page's JupyterLab CSS as one slimmed, shared file

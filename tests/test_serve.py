@@ -6,6 +6,12 @@ session's caches, so the copy's serve runs only those two. The served pages must
 "running…" / 「运行中…」 first, then, without any request from us, rebuild with the real
 output and with the failure on the page; a prose edit must then be served too. That the
 strict build still stops on a failing snippet is tests/test_bad_input.py's first fault.
+
+A rebuild reuses what Python-Markdown made of each unchanged page (sitebuild/render_memo.py),
+so the first test also shows that the background runs' results reach a page whose Markdown
+did not change, and the last that one page's edit still reaches every page it shows on
+(its title, in their navigation) and that a link from an unchanged page to an anchor the
+edit removed still stops the strict rebuild.
 """
 
 import os
@@ -70,3 +76,23 @@ def test_a_prose_edit_is_served(served, project):
     while sentence not in served.page():
         assert time.monotonic() < deadline, "the edit was not served within 120 s:\n" + "".join(served.log[-20:])
         time.sleep(0.5)
+
+
+def test_an_edit_reaches_the_pages_it_shows_on_and_a_broken_anchor_still_stops_the_rebuild(served, project):
+    page = project / "docs" / "pytorch" / "autograd.md"
+    original = page.read_text(encoding="utf-8")
+    title = f"Autograd {RUN[:8]}"
+    page.write_text(original.replace("# Autograd {", f"# {title} {{", 1), encoding="utf-8")
+    deadline = time.monotonic() + 120
+    while title not in served.page("pytorch/tensors/"):  # the other page's navigation
+        assert time.monotonic() < deadline, "the title is not in another page's navigation:\n" + "".join(served.log[-20:])
+        time.sleep(0.5)
+    try:  # pytorch/optim.md, unchanged, links autograd.md#accumulation
+        page.write_text(original.replace("{ #accumulation }", "{ #accumulation-moved }", 1), encoding="utf-8")
+        served.until("does not contain an anchor '#accumulation'", limit=120)
+        assert "Doc file 'pytorch/optim.md'" in served.log[-1]
+        served.until("An error happened during the rebuild", limit=120)
+    finally:
+        page.write_text(original, encoding="utf-8")
+    served.until("Reloading browsers", limit=120)
+    assert "Autograd" in served.page("pytorch/tensors/") and title not in served.page("pytorch/tensors/")
