@@ -253,3 +253,13 @@ def test_a_cpu_record_is_named_in_the_page_s_language():
     rec = records.Record("r", {**MACHINE, "device": "cpu: Intel(R) Xeon(R) Processor"}, "2026-12-03", {})
     assert output_blocks.record_label(rec, output_blocks.LABELS["en"]) == "cpu: Intel(R) Xeon(R) Processor · 2026-12-03"
     assert output_blocks.record_label(rec, output_blocks.LABELS["zh"]) == "CPU：Intel(R) Xeon(R) Processor · 2026-12-03"
+
+
+def test_what_the_provenance_page_says_of_the_gpu_record_is_what_the_record_holds():
+    """A sentence that counts a record's runs is checked against the record, in both languages."""
+    (gpu,) = [r for r in records.load() if r.machine["gpus"]]
+    runs, passed = len(gpu.snippets), sum(e["returncode"] == 0 for e in gpu.snippets.values())
+    en = " ".join((DOCS / "provenance.md").read_text(encoding="utf-8").split())
+    zh = (DOCS / "provenance.zh.md").read_text(encoding="utf-8")
+    assert f"`records/{gpu.name}.json`, a run of all {runs} snippets" in en and f"in which all {passed} passed" in en
+    assert f"把全部 {runs} 个示例各运行一遍" in zh and f"{passed} 个全部通过" in zh
