@@ -209,8 +209,8 @@ def page_cells(page: Path, words: dict) -> list[dict]:
         cells, sources = snippet_cells(path, words, written)
         body += cells
         folders |= {str(Path(source).parent) for source in sources}
-    machinery = [cell("code", f"%%writefile sitebuild/{name}\n" + (ROOT / "sitebuild" / name).read_text(encoding="utf-8"))
-                 for name in ("__init__.py", "attribution.py")]
+    machinery = [cell("code", '%%writefile sitebuild/__init__.py\n"""The site\'s recorder, as much of it as a run needs."""\n'),
+                 cell("code", "%%writefile sitebuild/attribution.py\n" + (ROOT / "sitebuild" / "attribution.py").read_text(encoding="utf-8"))]
     return [cell("code", RUN.format(folders=sorted(folders | {"sitebuild"}), tail=snippets.STDERR_TAIL)),
             *machinery, *body, cell("markdown", words["record"]), cell("code", RECORD)]
 
