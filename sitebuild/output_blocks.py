@@ -30,7 +30,7 @@ prose's tabs), keeps today's pages byte for byte where nothing needed escaping, 
 any Python-Markdown engine. Two rules:
 
 - Output text stands in a backtick fence longer than its longest run of backticks
-  (``records.fenced``), so no line of it can close the fence; inside a fence, ``<!--``,
+  (``records.fence``), so no line of it can close the fence; inside a fence, ``<!--``,
   ``{: ...}`` and links are text. Terminal colour codes are dropped.
 - Machine fields, which become tab labels, provenance lines and table cells, go through
   ``inline()``: HTML's special characters, backticks and ``|`` become character references,
@@ -154,6 +154,11 @@ def build_provenance(found: Result, labels: dict) -> str:
             f"Python {inline(env['python'])} · {found.ran_on}")
 
 
+def with_provenance(body: str, line: str) -> str:
+    """An output and, under it, the line that says where it ran."""
+    return f"{body}\n\n{line}\n{{: .snippet-provenance }}"
+
+
 def record_tab(rec: records.Record, path: str, labels: dict, text: str | None = None) -> str:
     """A current record entry as tab content: its output (or ``text``, an excerpt's part of
     it), or its failure."""
@@ -164,14 +169,14 @@ def record_tab(rec: records.Record, path: str, labels: dict, text: str | None = 
     else:
         body = (f"**{labels['failed']} {entry['returncode']}**\n\n"
                 + text_block(entry["stderr_tail"].rstrip() or "(empty)", f"stderr · {path}"))
-    return f"{body}\n\n{record_provenance(rec, labels)}\n{{: .snippet-provenance }}"
+    return with_provenance(body, record_provenance(rec, labels))
 
 
 def output_block(path: str, found: Result | None, labels: dict, recs: list[records.Record]) -> str:
     """This build's output first; then one tab per record whose entry is current or failed."""
     ours = (not_yet(path, found, labels) if found is None or not found.ok else
-            text_block(found.stdout.rstrip() or labels["no_output"], f"{labels['output']} · {found.path}")
-            + f"\n\n{build_provenance(found, labels)}\n{{: .snippet-provenance }}")
+            with_provenance(text_block(found.stdout.rstrip() or labels["no_output"], f"{labels['output']} · {found.path}"),
+                            build_provenance(found, labels)))
     shown = [(r, record_tab(r, path, labels)) for r in recs if r.status(path)[0] in ("current", "failed")]
     return tabbed(ours, shown, labels)
 
@@ -190,8 +195,7 @@ def excerpt_block(path: str, part: list[str], found: Result | None, labels: dict
     if not (ours or any(text for _, text in theirs)):
         return ""
     title = f"{labels['output']} · {path}:{','.join(part)}"
-    block = (text_block(ours or labels["no_output"], title)
-             + f"\n\n{build_provenance(found, labels)}\n{{: .snippet-provenance }}")
+    block = with_provenance(text_block(ours or labels["no_output"], title), build_provenance(found, labels))
     return tabbed(block, [(r, record_tab(r, path, labels, text)) for r, text in theirs], labels)
 
 
