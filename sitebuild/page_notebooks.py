@@ -12,7 +12,7 @@ differs from what this module writes now.
 A notebook holds, in the page's language:
 
 1. the runtime: torch, device, CUDA, driver; a warning when torch is older than
-   ``TORCH_FLOOR``; the pinned versions of numpy, numba and matplotlib installed only where
+   ``TORCH_FLOOR``; the pinned versions of numpy, numba, matplotlib and torchao installed only where
    they are missing (torch is never installed or replaced);
 2. the recorder's attribution (sitebuild/attribution.py, written whole), then for each output
    line of the page, in order, the snippet as one whole file (and the local modules it
@@ -46,7 +46,7 @@ SITE_LINK = re.compile(r"\[([^\]]+)\]\((?:\.\./)*([\w/.-]+)\.md(?:#[\w-]+)?\)( ?
 TORCH_FLOOR = "2.11"  # the oldest torch the site supports: what the lent H200 had (README)
 OUTPUT = re.compile(r"^<!-- output: (snippets/\S+\.py) -->$", re.M)
 MESSAGES = ("old_torch", "no_torch", "installing", "wrote")  # the words the code cells print
-EXTRAS = ("numpy", "numba", "matplotlib")  # what snippets import besides torch, pinned in requirements.txt
+EXTRAS = ("numpy", "numba", "matplotlib", "torchao")  # what snippets import besides torch, pinned in requirements.txt
 TEXT = {
     "en": {
         "intro": ("This notebook runs the code of the page **{title}** (`{page}`): each script whole, "

@@ -1,6 +1,6 @@
 """The torch.compile page: the claims its output carries, and the machines without a
 C++ compiler, or (on a GPU) without the Python headers Triton builds with, where the
-snippet must say so and exit 0."""
+snippet must say so and exit 0; the export page's snippet likewise without a compiler."""
 
 import os
 import shutil
@@ -69,6 +69,24 @@ def test_without_a_cpp_compiler_it_says_why_and_exits_0(tmp_path):
     assert "steady state" not in proc.stdout
 
 
+
+def test_export_without_a_cpp_compiler_exports_and_says_why_it_stops(tmp_path):
+    """snippets/compile/export.py: torch.export needs no compiler; AOTInductor's package does,
+    and without one the snippet says so and exits 0, after every export claim still ran."""
+    env = {key: value for key, value in os.environ.items() if key != "TORCH_INDUCTOR_INSTALL_GXX"}
+    env |= {"CXX": str(tmp_path / "no-such-compiler" / "c++"),
+            "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor-cache"),
+            "CUDA_VISIBLE_DEVICES": "", "SNIPPET_OUTPUT_DIR": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "snippets/compile/export.py"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    assert any(line.startswith("exported with torch.cond: ") for line in lines)
+    why = next(line for line in lines if line.startswith("AOTInductor could not build the package"))
+    assert "no-such-compiler" in why or "InvalidCxxCompiler" in why, why
+    assert lines[-1].endswith("Not run: the .pt2 part.")
+    assert "aoti_compile_and_package:" not in proc.stdout
+
 # A GPU machine whose Python lacks its headers, simulated on the CPU. On a GPU, Inductor's
 # first call makes Triton build its launcher (triton/backends/nvidia/driver.c, which
 # includes Python.h), and a failed build raises subprocess.CalledProcessError, which
@@ -105,7 +123,8 @@ def test_on_a_gpu_without_python_headers_it_says_why_and_exits_0(tmp_path):
            if key not in ("CC", "TORCHINDUCTOR_COMPILE_THREADS")}
     env |= {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor-cache"),
             "TRITON_CACHE_DIR": str(tmp_path / "triton-cache"),
-            "TRITON_LIBCUDA_PATH": str(tmp_path), "CUDA_VISIBLE_DEVICES": ""}
+            "TRITON_LIBCUDA_PATH": str(tmp_path), "CUDA_VISIBLE_DEVICES": "",
+            "PYTHONPATH": str(ROOT / "snippets" / "compile")}  # its _toolchain.py, as `python x.py` finds it
     proc = subprocess.run([sys.executable, "-c", TRITON_BUILD_WITHOUT_HEADERS, str(headers)],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]

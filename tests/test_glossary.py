@@ -165,7 +165,7 @@ def test_the_check_finds_a_variant_inside_longer_text(tmp_path):
     page.write_text("# 标题 { #t }\n\n"
                     "[梯度会累加](autograd.md#accumulation)。\n\n"           # 3
                     "经过 PyTorch 的分发器。\n\n"                            # 5
-                    "乘积在 float32 中累加，缩放系数从 1024 降到 512。\n\n"     # 7: fine
+                    "乘积在 float32 中累加，缩放因子从 1024 降到 512。\n\n"     # 7: fine
                     "见 PyTorch 文档中的“CUDA Graphs”一节。\n\n"              # 9: fine
                     "把每张图降到 ATen 算子，再用 CUDA Graphs 重放。\n\n"       # 11: two
                     "乘积在 float32 中累加，梯度在 `.grad` 里累加。\n", encoding="utf-8")  # 13

@@ -10,9 +10,7 @@ launcher with) the script says what is missing and exits 0.
 
 import logging
 import os
-import subprocess
 import sys
-import sysconfig
 
 # One small kernel needs no pool of compile workers; on a 2-core machine starting
 # that pool costs more than it saves. Set before torch is imported.
@@ -23,7 +21,7 @@ import time
 
 import torch
 import torch._dynamo
-import torch._inductor.exc
+from _toolchain import missing_toolchain
 from torch._dynamo.utils import counters
 from torch.utils.benchmark import Timer
 
@@ -140,28 +138,6 @@ except torch._dynamo.exc.Unsupported as e:
 def gelu_tanh(x):
     """The tanh approximation of GELU: nine element-wise operations in eager mode."""
     return 0.5 * x * (1.0 + torch.tanh(0.7978845608 * (x + 0.044715 * x * x * x)))
-
-
-def missing_toolchain(error: BaseException) -> str | None:
-    """Why Inductor could not build code on this machine, or None for other errors."""
-    exc = torch._inductor.exc
-    kinds = tuple(getattr(exc, name) for name in
-                  ("InvalidCxxCompiler", "CppCompileError", "TritonMissing", "GPUTooOldForTriton")
-                  if hasattr(exc, name))
-    for _ in range(10):                       # the error, its cause, and theirs
-        if error is None:
-            return None
-        if isinstance(error, subprocess.CalledProcessError):  # Triton building its launcher
-            scheme = sysconfig.get_default_scheme()           # the headers Triton passes
-            scheme = "posix_prefix" if scheme == "posix_local" else scheme
-            headers = sysconfig.get_paths(scheme=scheme)["include"]
-            found = os.path.isfile(os.path.join(headers, "Python.h"))
-            return (f"{type(error).__name__}: the C compiler exited with status "
-                    f"{error.returncode}; Python.h is {'' if found else 'not '}in {headers}")
-        if isinstance(error, kinds) or "Failed to find C compiler" in str(error):
-            return f"{type(error).__name__}: {str(error).strip().splitlines()[0]}"
-        error = error.__cause__ or error.__context__
-    return None
 
 
 class Grab(logging.Handler):
