@@ -1,7 +1,9 @@
-"""What one training step keeps in memory, measured on the CPU and checked against a formula."""
+"""What one training step keeps in memory, measured on the CPU and checked against a formula;
+then what selective checkpointing and save_on_cpu keep, and what recomputation costs."""
 
 import os
 import pickle
+import sys
 import tempfile
 from pathlib import Path
 
@@ -188,6 +190,187 @@ assert saved16.total == bf16["saved activations"]
 # --8<-- [end:dtype]
 
 
+# --8<-- [start:sac]
+import functools  # noqa: E402
+
+from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts  # noqa: E402
+
+WIDTH, INNER, BLOCKS, ROWS = 128, 512, 4, 64
+
+
+def make_blocks() -> nn.Sequential:
+    """BLOCKS blocks of Linear -> GELU -> Linear, the shape of a transformer's MLP."""
+    torch.manual_seed(0)
+    return nn.Sequential(*[nn.Sequential(nn.Linear(WIDTH, INNER), nn.GELU(), nn.Linear(INNER, WIDTH))
+                           for _ in range(BLOCKS)])
+
+
+def save_matmuls(ctx, op, *args, **kwargs) -> CheckpointPolicy:
+    """Keep what a matmul returns; recompute everything else (here: GELU)."""
+    if op in (torch.ops.aten.mm.default, torch.ops.aten.addmm.default):
+        return CheckpointPolicy.MUST_SAVE
+    return CheckpointPolicy.PREFER_RECOMPUTE
+
+
+selective = functools.partial(create_selective_checkpoint_contexts, save_matmuls)
+
+
+def forward(model: nn.Sequential, x: torch.Tensor, mode: str, early_stop: bool = True):
+    for block in model:
+        if mode == "none":
+            x = block(x)
+        elif mode == "full":
+            x = checkpoint(block, x, use_reentrant=False, early_stop=early_stop)
+        else:  # "SAC"
+            x = checkpoint(block, x, use_reentrant=False, context_fn=selective)
+    return x
+# --8<-- [end:sac]
+
+
+# --8<-- [start:watch]
+import weakref  # noqa: E402
+from collections import Counter  # noqa: E402
+
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+from torch.utils._pytree import tree_leaves  # noqa: E402
+
+
+class Watch(TorchDispatchMode):
+    """Sees every ATen operator that runs below autograd: counts them by name, and
+    keeps the size of each new storage they return until that storage is freed."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops, self.live = Counter(), {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        self.ops[func.overloadpacket.__name__] += 1
+        inputs = {a.untyped_storage().data_ptr() for a in tree_leaves((args, kwargs))
+                  if isinstance(a, torch.Tensor)}
+        for t in tree_leaves(out):
+            if isinstance(t, torch.Tensor):
+                storage = t.untyped_storage()
+                ptr = storage.data_ptr()
+                if storage.nbytes() and ptr not in inputs and ptr not in self.live:  # new, not a view
+                    self.live[ptr] = storage.nbytes()
+                    weakref.finalize(storage, self.live.pop, ptr, None)  # runs when it is freed
+        return out
+
+    @property
+    def held(self) -> int:
+        return sum(self.live.values())
+# --8<-- [end:watch]
+
+
+# --8<-- [start:held]
+from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
+
+xb = torch.randn(ROWS, WIDTH, generator=torch.Generator().manual_seed(2))
+
+
+def step(mode: str, early_stop: bool = True) -> dict:
+    model = make_blocks()
+    with Watch() as fwd, SavedTensorBytes(model) as hooks:
+        loss = forward(model, xb, mode, early_stop).square().mean()
+    held = fwd.held             # alive after forward: what backward needs, and the loss
+    with Watch() as bwd, FlopCounterMode(display=False) as flops:
+        loss.backward()
+    return {"held": held, "hooks": hooks.total, "ops": bwd.ops,
+            "flops": flops.get_total_flops(), "grads": gradients(model)}
+
+
+def held_formula(kept_per_block: int) -> int:
+    """float32 bytes: each block's output (the next block's input; the last one is saved
+    by the loss), kept_per_block tensors of ROWS x INNER inside each block, the loss."""
+    return 4 * (BLOCKS * ROWS * WIDTH + kept_per_block * BLOCKS * ROWS * INNER + 1)
+
+
+KEPT = {"none": 2, "SAC": 1, "full": 0}    # GELU's input and output | the matmul's output | none
+runs = {mode: step(mode) for mode in KEPT}
+print(f"\n{BLOCKS} blocks of Linear({WIDTH}, {INNER}) -> GELU -> Linear({INNER}, {WIDTH}), "
+      f"{ROWS} rows, float32")
+print(f"{'mode':<6}{'held after forward':>20}{'formula':>11}{'saved-tensor hooks':>20}")
+for mode, kept in KEPT.items():
+    r = runs[mode]
+    print(f"{mode:<6}{r['held']:>20,}{held_formula(kept):>11,}{r['hooks']:>20,}")
+    assert r["held"] == held_formula(kept), mode
+assert runs["SAC"]["hooks"] == runs["full"]["hooks"] == 4 * (BLOCKS + 1) * ROWS * WIDTH
+for mode in ("SAC", "full"):
+    assert all(torch.allclose(a, b) for a, b in zip(runs["none"]["grads"], runs[mode]["grads"]))
+print("gradients of none, SAC and full: equal")
+# --8<-- [end:held]
+
+
+# --8<-- [start:recompute]
+import time  # noqa: E402
+
+
+def ms_per_step(budget_s: float = 0.3) -> dict:
+    """Best time of one forward and backward per mode; the modes take turns until
+    budget_s is spent, after one untimed round."""
+    models, times = {mode: make_blocks() for mode in KEPT}, {mode: [] for mode in KEPT}
+    for mode, model in models.items():
+        forward(model, xb, mode).square().mean().backward()
+    while sum(map(sum, times.values())) < budget_s:
+        for mode, model in models.items():
+            start = time.perf_counter()
+            forward(model, xb, mode).square().mean().backward()
+            times[mode].append(time.perf_counter() - start)
+    return {mode: 1e3 * min(t) for mode, t in times.items()}
+
+
+runs["full, no early stop"] = step("full", early_stop=False)
+LINEAR = 2 * ROWS * WIDTH * INNER           # FLOPs of one Linear's forward matmul
+base = runs["none"]["flops"]                # backward alone: two matmuls per Linear, but
+assert base == (4 * BLOCKS - 1) * LINEAR    # no input gradient for the first Linear
+print(f"{'mode':<21}{'forward ops rerun in backward':>31}{'recomputed FLOPs':>18}")
+for mode, r in runs.items():
+    rerun = ", ".join(f"{op} x{r['ops'][op]}" for op in ("addmm", "gelu") if r["ops"][op]) or "-"
+    print(f"{mode:<21}{rerun:>31}{r['flops'] - base:>18,}")
+expected = {"none": (0, 0), "SAC": (0, BLOCKS), "full": (BLOCKS, BLOCKS),
+            "full, no early stop": (2 * BLOCKS, BLOCKS)}    # (addmm, gelu) per backward
+for mode, (addmm, gelu) in expected.items():
+    assert (runs[mode]["ops"]["addmm"], runs[mode]["ops"]["gelu"]) == (addmm, gelu), mode
+    assert runs[mode]["flops"] - base == addmm * LINEAR, mode
+assert all(torch.allclose(a, b) for a, b in
+           zip(runs["none"]["grads"], runs["full, no early stop"]["grads"]))
+print("forward + backward on the CPU, best time: " + ", ".join(
+    f"{mode} {ms:.2f} ms" for mode, ms in ms_per_step().items()))
+# --8<-- [end:recompute]
+
+
+# --8<-- [start:sac_figure]
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # snippets/: the shared figure helper
+from _figures import draw_both  # noqa: E402
+
+SAC_LABELS = {
+    "en": {"modes": ["no checkpoint", "SAC", "full"], "held": "held for backward (KiB)",
+           "flops": "recomputed in backward (matmul MFLOP)"},
+    "zh": {"modes": ["不做检查点", "选择性", "完整"], "held": "留给反向传播的内存（KiB）",
+           "flops": "反向传播时重算的矩阵乘法（MFLOP）"},
+}
+
+
+def draw_sac(fig, text):
+    held = [runs[m]["held"] / 1024 for m in KEPT]
+    again = [(runs[m]["flops"] - base) / 1e6 for m in KEPT]
+    rerun = [", ".join(f"{op} ×{runs[m]['ops'][op]}" for op in ("addmm", "gelu") if runs[m]["ops"][op])
+             for m in KEPT]                # the operators behind each bar, the same in both languages
+    panels = ((held, text["held"], [f"{v:.0f}" for v in held]),
+              (again, text["flops"], [f"{v:.1f}\n{ops}".rstrip() for v, ops in zip(again, rerun)]))
+    for i, (values, title, bar_text) in enumerate(panels):
+        ax = fig.add_subplot(1, 2, i + 1)
+        bars = ax.bar(text["modes"], values, color=["#888888", "#4c72b0", "#dd8452"])
+        ax.bar_label(bars, bar_text, fontsize=8)
+        ax.set_title(title, fontsize=10)
+        ax.margins(y=0.25)
+
+
+draw_both("sac", SAC_LABELS, draw_sac, figsize=(7.2, 3.2))
+# --8<-- [end:sac_figure]
+
+
 # --8<-- [start:allocator]
 def mib(n: int) -> str:
     return f"{n / 2**20:8.1f} MiB"
@@ -241,3 +424,63 @@ else:
     print("memory snapshot (torch.cuda.memory._record_memory_history): "
           "not run here, no CUDA device")
 # --8<-- [end:snapshot]
+
+
+# Last in the file, although the page shows it earlier: its GPU part sets up cuBLAS and
+# fills the allocator's cache, which would change what the allocator sections above print.
+# --8<-- [start:save_on_cpu]
+import contextlib  # noqa: E402
+
+from torch.autograd.graph import save_on_cpu  # noqa: E402
+
+
+def copied_bytes(rows: int) -> int:
+    """float32 bytes of one copy per saved tensor, each time an operator saves it: per block
+    the first Linear's input and weight, GELU's input, the second Linear's input and weight;
+    then the loss's input. The model's input needs no gradient, so the weight that
+    multiplies it is not saved."""
+    per_block = rows * WIDTH + WIDTH * INNER + 2 * rows * INNER + INNER * WIDTH
+    return 4 * (BLOCKS * per_block - WIDTH * INNER + rows * WIDTH)
+
+
+def held_under(hooks) -> int:
+    model = make_blocks()
+    with Watch() as fwd, hooks:
+        loss = forward(model, xb, "none").square().mean()
+    held = fwd.held
+    loss.backward()
+    return held
+
+
+same, pinned = held_under(save_on_cpu()), held_under(save_on_cpu(pin_memory=True))
+print(f"\nsave_on_cpu on CPU tensors: held {same:,} bytes (plain {runs['none']['held']:,}); "
+      f"with pin_memory=True {pinned:,}")
+assert same == runs["none"]["held"]       # already in host memory: nothing is copied
+assert pinned == copied_bytes(ROWS) + 4   # a fresh copy of every saved tensor, and the loss
+if torch.cuda.is_available():
+    gpu_rows = 16384                      # activations much larger than the weights
+    gpu_model = make_blocks().cuda()
+    xg = torch.randn(gpu_rows, WIDTH, device="cuda")
+
+    def gpu_step(hooks) -> tuple[int, float]:
+        gpu_model.zero_grad(set_to_none=True)
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        start_bytes, start = torch.cuda.memory_allocated(), time.perf_counter()
+        with hooks:
+            loss = forward(gpu_model, xg, "none").square().mean()
+        loss.backward()
+        torch.cuda.synchronize()
+        return torch.cuda.max_memory_allocated() - start_bytes, time.perf_counter() - start
+
+    for hooks in (contextlib.nullcontext(), save_on_cpu(pin_memory=True)):
+        gpu_step(hooks)                   # warm-up: cuBLAS, pinned host blocks
+    (plain_peak, plain_s), (cpu_peak, cpu_s) = (
+        gpu_step(h) for h in (contextlib.nullcontext(), save_on_cpu(pin_memory=True)))
+    print(f"GPU, {gpu_rows} rows: peak {plain_peak / 2**20:.1f} MiB in {plain_s * 1e3:.1f} ms plain, "
+          f"{cpu_peak / 2**20:.1f} MiB in {cpu_s * 1e3:.1f} ms with save_on_cpu(pin_memory=True); "
+          f"{copied_bytes(gpu_rows) / 2**20:.1f} MiB copied each way")
+    assert cpu_peak < plain_peak
+else:
+    print("save_on_cpu on a GPU (peak memory with and without): not run here, no CUDA device")
+# --8<-- [end:save_on_cpu]
