@@ -7,6 +7,7 @@ headers, and AOTInductor also needs the CUDA toolkit's headers (CUDA_HOME).
 
 import os
 import subprocess
+import sys
 import sysconfig
 
 import torch._inductor.exc
@@ -33,3 +34,13 @@ def missing_toolchain(error: BaseException) -> str | None:
             return f"{type(error).__name__}: {str(error).strip().splitlines()[0]}"
         error = error.__cause__ or error.__context__
     return None
+
+
+def exit_if_missing(error: BaseException, failed: str, needs: str) -> None:
+    """Where a toolchain is missing, say what could not be built, why and what it needs, then
+    exit 0: the rest of the page does not depend on it. Other errors return, to be re-raised."""
+    why = missing_toolchain(error)
+    if why is not None:
+        print(f"{failed} on this machine: {why}")
+        print(needs)
+        sys.exit(0)

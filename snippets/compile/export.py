@@ -22,7 +22,7 @@ os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 
 # --8<-- [start:setup]
 import torch
-from _toolchain import missing_toolchain
+from _toolchain import exit_if_missing
 from torch.export import Dim
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -262,13 +262,10 @@ with tempfile.TemporaryDirectory() as tmp:
     try:
         torch._inductor.aoti_compile_and_package(ep_dyn, package_path=str(package))
     except Exception as error:
-        why = missing_toolchain(error)
-        if why is None:
-            raise
-        print(f"AOTInductor could not build the package on this machine: {why}")
-        print("It needs a C++ compiler (g++ or clang++, through CXX) for a CPU; for a GPU, "
-              "Triton and the CUDA toolkit's headers (CUDA_HOME) too. Not run: the .pt2 part.")
-        sys.exit(0)
+        exit_if_missing(error, "AOTInductor could not build the package",
+                        "It needs a C++ compiler (g++ or clang++, through CXX) for a CPU; for a GPU, "
+                        "Triton and the CUDA toolkit's headers (CUDA_HOME) too. Not run: the .pt2 part.")
+        raise
     compile_s = time.perf_counter() - start
     print(f"aoti_compile_and_package: {compile_s:.1f} s, {package.name} is "
           f"{package.stat().st_size / 2**20:.1f} MiB")

@@ -10,7 +10,6 @@ launcher with) the script says what is missing and exits 0.
 
 import logging
 import os
-import sys
 
 # One small kernel needs no pool of compile workers; on a 2-core machine starting
 # that pool costs more than it saves. Set before torch is imported.
@@ -21,7 +20,7 @@ import time
 
 import torch
 import torch._dynamo
-from _toolchain import missing_toolchain
+from _toolchain import exit_if_missing
 from torch._dynamo.utils import counters
 from torch.utils.benchmark import Timer
 
@@ -164,15 +163,12 @@ start = time.perf_counter()
 try:
     y = compiled(x)                           # first call: trace, generate, build
 except Exception as error:
-    why = missing_toolchain(error)
-    if why is None:
-        raise
-    print(f"torch.compile could not build a kernel on this machine: {why}")
-    print("Inductor needs a C++ compiler (g++ or clang++, found through CXX or "
-          "torch._inductor.config.cpp.cxx) and Python's headers for the CPU; for a GPU, "
-          "Triton, which needs a C compiler (CC, gcc or clang) and Python's headers too "
-          "(python3-dev on Debian and Ubuntu). Not run: Inductor's part of this page.")
-    sys.exit(0)
+    exit_if_missing(error, "torch.compile could not build a kernel",
+                    "Inductor needs a C++ compiler (g++ or clang++, found through CXX or "
+                    "torch._inductor.config.cpp.cxx) and Python's headers for the CPU; for a GPU, "
+                    "Triton, which needs a C compiler (CC, gcc or clang) and Python's headers too "
+                    "(python3-dev on Debian and Ubuntu). Not run: Inductor's part of this page.")
+    raise
 if device == "cuda":
     torch.cuda.synchronize()
 compile_s = time.perf_counter() - start

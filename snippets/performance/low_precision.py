@@ -54,6 +54,9 @@ assert [int(all_values(d).isinf().sum()) for d in (E4M3, E5M2)] == [0, 2]
 
 
 # --8<-- [start:rounding]
+# torch 2.12 made casts past E4M3's largest number saturate (PR #178817); the site also supports
+# 2.11 (README), where they did not: there only the values within range are asserted.
+SATURATES = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 12)
 values = torch.tensor([0.1, 1 / 3, 300.0, 449.0, 1000.0])
 expected = {E4M3: [0.1015625, 0.34375, 288.0, 448.0, 448.0],
             E5M2: [0.09375, 0.3125, 320.0, 448.0, 1024.0]}
@@ -61,7 +64,7 @@ print(f"\n{'value':<15}" + "".join(f"{v:>10.4g}" for v in values.tolist()))
 for dtype in (E4M3, E5M2):
     got = values.to(dtype).float().tolist()
     print(f"{str(dtype)[6:]:<15}" + "".join(f"{v:>10.7g}" for v in got))
-    assert got == expected[dtype]
+    assert got == expected[dtype] if SATURATES else got[:3] == expected[dtype][:3]
 
 # Beyond the largest number: torch 2.13 saturates E4M3 (no inf to go to), E5M2 gives inf.
 special = torch.tensor([1e5, float("inf"), float("nan")])
@@ -71,7 +74,9 @@ for dtype in (E4M3, E5M2):
     cast = special.to(dtype)
     print(f"{str(dtype)[6:]:<15}" + "".join(f"{v:>10g}" for v in cast.float().tolist())
           + "   bits " + " ".join(f"{b:#04x}" for b in cast.view(torch.uint8).tolist()))
-    assert cast.view(torch.uint8).tolist() == bits[dtype]
+    assert cast.view(torch.uint8).tolist() == bits[dtype] or not SATURATES
+if not SATURATES:
+    print(f"torch {torch.__version__}: before 2.12 these casts did not saturate; not asserted here")
 # --8<-- [end:rounding]
 
 
