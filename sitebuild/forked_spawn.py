@@ -82,9 +82,9 @@ def serve(listener: socket.socket):
             connection, _ = listener.accept()
             message, fds, _, _ = socket.recv_fds(connection, 1 << 20, 256)
             pid = os.fork()
-            if pid == 0:
-                listener.close()
-                connection.close()
+            if pid == 0:  # close this server's sockets as objects first (see ``run``)
+                for sock in (listener, connection, *waiting.values()):
+                    sock.close()
                 run(json.loads(message), fds)  # never returns
             for fd in fds:
                 os.close(fd)
@@ -100,7 +100,13 @@ def serve(listener: socket.socket):
 
 
 def run(job: dict, received: list[int]):
-    """Become the process the stub stands for: its descriptors, environment, directory, program."""
+    """Become the process the stub stands for: its descriptors, environment, directory, program.
+
+    Every descriptor but the stub's is closed by number, so no Python object of the server may
+    still own one: its finalizer would close that number again at the rank's exit, when it is
+    something of the rank's own. The stubs' connections in ``serve``'s ``waiting`` once did: the
+    second and later ranks closed their TCPStore socket, or gloo's epoll descriptor under its loop
+    thread (``epoll_wait`` -> EBADF, "loop.cc:212 nfds != -1", SIGABRT; issue 44)."""
     above = max(job["fds"] + received) + 1  # so that no descriptor is overwritten before it moved
     moved = [fcntl.fcntl(fd, fcntl.F_DUPFD, above) for fd in received]
     for fd, target in zip(moved, job["fds"]):

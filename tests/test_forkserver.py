@@ -166,3 +166,32 @@ def test_ranks_that_spawn_starts_are_forked_and_end_as_new_interpreters_would(tm
     assert without_logs(forked.stderr) == without_logs(fresh.stderr)
     if ending == "kill":
         assert "process 1 terminated with signal SIGKILL" in forked.stderr
+
+
+HOLDS = textwrap.dedent("""
+    import atexit, os, time
+    import torch.multiprocessing as mp
+
+    def check(rank, held):
+        lost = sum(1 for fd in held if not os.path.exists(f"/proc/self/fd/{fd}"))
+        print(f"rank {rank}: {lost} of {len(held)} descriptors closed behind its back", flush=True)
+
+    def rank(r):
+        time.sleep(0.3 * r)  # the earlier ranks still run: the spawn server waits on their stubs
+        held = [os.open(os.devnull, os.O_RDONLY) for _ in range(8)]  # the lowest free numbers
+        atexit.register(check, r, held)
+
+    if __name__ == "__main__":
+        mp.spawn(rank, nprocs=3, join=True)
+""")
+
+
+def test_a_forked_rank_keeps_its_descriptors_until_it_exits(tmp_path):
+    """A rank closes only what it opened: the spawn server's sockets are closed as objects before
+    the rank takes their numbers, so no finalizer closes them again at exit (gloo's abort, issue 44)."""
+    demo = tmp_path / "holds.py"
+    demo.write_text(HOLDS, encoding="utf-8")
+    fresh, forked = both(demo, {})
+    lines = sorted(forked.stdout.splitlines())
+    assert lines == [f"rank {r}: 0 of 8 descriptors closed behind its back" for r in range(3)], forked.stdout
+    assert sorted(fresh.stdout.splitlines()) == lines
