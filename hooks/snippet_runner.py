@@ -10,8 +10,8 @@ extension ``sitebuild.output_blocks``, which any Python-Markdown engine runs.
   (its paths are its own folder's).
 * on_files: every snippet runs up front, in parallel (once for both languages),
   so pages never wait on one another; a failure stops the build with its stderr.
-  In serve, the snippets without a result are queued instead, and their figures are
-  placeholders until then; a failure shows on its page.
+  In serve, the snippets without a result are queued instead, and the files of theirs that
+  pages link (figures, traces) are placeholders until then; a failure shows on its page.
   Each snippet's source is served at ``snippets/...`` (pages offer it for download),
   and the files it wrote into ``$SNIPPET_OUTPUT_DIR`` at
   ``generated/<snippet path without .py>/<name>``, so pages link them like any image.
@@ -19,6 +19,8 @@ extension ``sitebuild.output_blocks``, which any Python-Markdown engine runs.
   tells an extension nothing about the page it renders).
 * on_serve: rebuilds when a snippet or a record changes, or when background runs end;
   starts those runs, now that the first build is served.
+* on_shutdown: serve has stopped (Ctrl+C); the background runs going on are killed (each
+  runs in a session of its own, which the terminal's signal does not reach).
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ def on_startup(command, dirty):
 def on_files(files, config):
     paths = snippets.discover()
     found = queued(paths) if background.enabled() else ran(paths)
-    figures = background.figure_links()
+    linked = background.generated_links()
     for path, result in found.items():
         files.append(File(path, str(snippets.ROOT), config.site_dir, config.use_directory_urls))
         folder = path.removeprefix("snippets/").removesuffix(".py")
@@ -69,9 +71,9 @@ def on_files(files, config):
             for name in result.figures:
                 files.append(File(f"generated/{folder}/{name}", str(stored), config.site_dir, config.use_directory_urls))
             continue
-        for name in figures.get(folder, ()):
+        for name in linked.get(folder, ()):
             uri = f"generated/{folder}/{name}"
-            background.placeholder_figure(uri, "running" if result is None else "failed", path)
+            background.placeholder(uri, "running" if result is None else "failed", path)
             files.append(File(uri, str(background.FIGURES), config.site_dir, config.use_directory_urls))
     return files
 
@@ -112,3 +114,8 @@ def on_serve(server, config, builder):
     server.watch(str(background.READY))
     background.start()
     return server
+
+
+def on_shutdown():
+    if background.enabled():
+        background.stop()

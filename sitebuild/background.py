@@ -8,11 +8,14 @@ when the server does (``start()``, from on_serve), so the first build has the co
 When a batch is done, a file is written into ``READY``, a folder the adapter gives the
 server's watcher: the site rebuilds and the browser reloads by itself. A failed snippet is
 kept in this process's memory only (sitebuild/results.py never stores one), so its page shows
-the failure until the snippet changes, and a strict build still stops on it.
+the failure until the snippet changes, and a strict build still stops on it. Until a snippet
+has run, every file of its that a page links (a figure, a trace) is a placeholder that says so,
+so the strict first build of a fresh clone finds each link's target.
 """
 
 from __future__ import annotations
 
+import json
 import queue
 import re
 import threading
@@ -21,7 +24,7 @@ from pathlib import Path
 
 from mkdocs.plugins import get_plugin_logger
 
-from sitebuild import snippets
+from sitebuild import forkserver, snippets
 from sitebuild.snippets import ROOT
 
 log = get_plugin_logger("background")
@@ -46,6 +49,11 @@ def enable():
     READY.mkdir(parents=True, exist_ok=True)
     threading.Thread(target=snippets.machine, daemon=True).start()
     threading.Thread(target=_worker, daemon=True, name="serve-runs").start()
+
+
+def stop():
+    """Serve has stopped (Ctrl+C): end the snippet runs going on, start no more."""
+    forkserver.stop()
 
 
 def enabled() -> bool:
@@ -100,6 +108,8 @@ def _run(keys: set[str], work, args: tuple):
     _started.wait()
     try:
         work(*args)
+    except forkserver.Stopped:  # serve is stopping (``stop``)
+        return
     except Exception:  # nobody waits on this thread: say it in the server's log
         log.exception(f"background run of {getattr(work, '__qualname__', work)} failed")
     finally:
@@ -118,23 +128,26 @@ PLACEHOLDER = """<svg xmlns="http://www.w3.org/2000/svg" width="640" height="120
 """
 WORDS = {"running": {"en": "running… {path}", "zh": "运行中…{path}"},
          "failed": {"en": "failed: {path} (its output block says why)", "zh": "运行失败：{path}（原因见其输出）"}}
-FIGURE_LINK = re.compile(r"generated/([\w/.-]+)/([\w.-]+\.svg)")
+GENERATED_LINK = re.compile(r"generated/([\w/.-]+)/([\w.-]+\.\w+)")
 
 
-def figure_links() -> dict[str, set[str]]:
-    """The snippet figures the pages show, by folder: ``{"gpu/benchmark": {"matmul.svg", ...}}``."""
+def generated_links() -> dict[str, set[str]]:
+    """The files that snippets write and pages link (figures, traces, downloads), by folder:
+    ``{"gpu/benchmark": {"matmul.svg", ...}, "performance/profiling": {"trace.json"}}``."""
     found: dict[str, set[str]] = {}
     for page in (ROOT / "docs").rglob("*.md"):
-        for folder, name in FIGURE_LINK.findall(page.read_text(encoding="utf-8")):
+        for folder, name in GENERATED_LINK.findall(page.read_text(encoding="utf-8")):
             found.setdefault(folder, set()).add(name)
     return found
 
 
-def placeholder_figure(uri: str, state: str, path: str) -> Path:
-    """``FIGURES/<uri>``: a figure that says its snippet is running or failed, in the
-    figure's language (``*.zh.svg``: Chinese)."""
+def placeholder(uri: str, state: str, path: str) -> Path:
+    """``FIGURES/<uri>``: a stand-in that says its snippet is running or failed, in the file's
+    language (``*.zh.svg``: Chinese): a figure for an SVG, else text (a JSON string for JSON),
+    so that a link to it resolves until the snippet has written the real file."""
     text = WORDS[state]["zh" if uri.endswith(".zh.svg") else "en"].format(path=path)
     target = FIGURES / uri
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(PLACEHOLDER.format(text=text), encoding="utf-8")
+    body = {".svg": PLACEHOLDER.format(text=text), ".json": json.dumps(text) + "\n"}.get(target.suffix, text + "\n")
+    target.write_text(body, encoding="utf-8")
     return target

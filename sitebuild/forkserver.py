@@ -63,6 +63,7 @@ class Server:
     def __init__(self, environ: dict, cwd: Path):
         self.proc = subprocess.Popen([sys.executable, "-m", "sitebuild.forkserver"], cwd=cwd, env=environ,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
+        track(self.proc.pid)
         self.buffer = b""
         ready = self.reply(time.monotonic() + 120)
         if ready != {"ready": True}:
@@ -79,8 +80,10 @@ class Server:
             self.proc.stdin.write(json.dumps(job).encode() + b"\n")
             self.proc.stdin.flush()
             pid = self.reply(None)["pid"]
+            track(pid)
             ended = self.reply(time.monotonic() + timeout)
             kill_group(pid)  # at the timeout, or what the snippet left behind
+            untrack(pid)
             if ended is None:
                 self.reply(None)  # the server has reaped the killed child
             if import_env.changed(Path(tmp)):
@@ -109,6 +112,38 @@ def kill_group(pid: int):
         os.killpg(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+
+
+class Stopped(RuntimeError):
+    """``stop()`` was called: this process starts no more runs."""
+
+
+_live: set[int] = set()  # the process groups of the servers and of the runs going on now
+_stopped = threading.Event()
+
+
+def track(pid: int):
+    """A process group that ``stop`` kills: a server, or a run (forked or fresh) while it lasts."""
+    if _stopped.is_set():
+        kill_group(pid)
+        raise Stopped("the snippet runs were stopped")
+    _live.add(pid)
+
+
+def untrack(pid: int):
+    _live.discard(pid)
+
+
+def stopped() -> bool:
+    return _stopped.is_set()
+
+
+def stop():
+    """Kill every run going on and every server, and start no more: `mkdocs serve` stopped with
+    Ctrl+C would otherwise leave them running (their own sessions do not get the signal)."""
+    _stopped.set()
+    for pid in list(_live):
+        kill_group(pid)
 
 
 _idle: dict[tuple, list[Server]] = {}

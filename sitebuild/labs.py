@@ -82,7 +82,7 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 from traitlets.config import Config
 
-from sitebuild import snippets
+from sitebuild import forkserver, snippets
 from sitebuild.language import language
 from sitebuild.notebook_css import external_css, without_dead_loaders
 from sitebuild.snippets import ROOT
@@ -138,13 +138,26 @@ def execute(lab: Path) -> nbformat.NotebookNode:
     if kept.is_file():
         return join_streams(nbformat.read(kept, as_version=4))  # also a run stored before it joined them
     notebook = read(lab)
+    kernel = []  # its process group, which serve's Ctrl+C does not reach (forkserver.stop kills it)
+
+    def started(notebook):
+        kernel.append(client.km.provisioner.pid)
+        forkserver.track(kernel[0])
+
     with tempfile.TemporaryDirectory(prefix="lab-kernel-") as sockets:
-        client = NotebookClient(notebook, timeout=CELL_TIMEOUT, kernel_name="python3",
+        client = NotebookClient(notebook, timeout=CELL_TIMEOUT, kernel_name="python3", on_notebook_start=started,
                                 resources={"metadata": {"path": str(LABS)}}, config=transport(sockets))
         try:
             client.execute()
-        except CellExecutionError as error:
-            raise PluginError(f"lab {lab.relative_to(ROOT)} failed:\n{error}") from None
+        except Exception as error:
+            if forkserver.stopped():  # killed by it, whatever nbclient made of that
+                raise forkserver.Stopped("the lab runs were stopped") from None
+            if isinstance(error, CellExecutionError):
+                raise PluginError(f"lab {lab.relative_to(ROOT)} failed:\n{error}") from None
+            raise
+        finally:
+            for pid in kernel:
+                forkserver.untrack(pid)
     log.info(f"lab {lab.relative_to(ROOT)} executed")
     join_streams(notebook)
     EXECUTED.mkdir(parents=True, exist_ok=True)

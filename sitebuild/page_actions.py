@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import html
 import re
-from datetime import date
 from pathlib import Path
 from urllib.parse import quote, urlencode
 
@@ -74,7 +73,7 @@ def build_facts() -> dict[str, str]:
         machine = snippets.machine()
         sha, dirty = build_info.commit()
         _facts.update(commit=sha + (" + uncommitted changes" if dirty else ""), device=machine["device"],
-                      torch=machine["torch"], date=date.today().isoformat())
+                      torch=machine["torch"], date=build_info.built().date().isoformat())
     return _facts
 
 
@@ -116,4 +115,6 @@ def without_source_mark(output: str) -> str:
 
 
 def forget_facts():
+    """A new build: its commit and its date (build_info.built) are read again."""
     _facts.clear()
+    build_info.forget()

@@ -26,7 +26,6 @@ import html as html_lib
 import os
 import posixpath
 import re
-from datetime import datetime, timezone
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -35,7 +34,7 @@ from mkdocs.structure.pages import Page
 from mkdocs.utils import get_relative_url
 
 from sitebuild import snippets
-from sitebuild.build_info import commit
+from sitebuild.build_info import built, commit
 from sitebuild.language import prefix
 
 MARKER = "<!-- pdf-download -->"
@@ -117,7 +116,7 @@ def cover(lang: str, config) -> str:
     env = snippets.machine()  # the probe the snippets ran under, cached
     rows = [
         (labels["commit"], f"<code>{html_lib.escape(sha)}</code>" + (labels["dirty"] if dirty else "")),
-        (labels["date"], datetime.now(timezone.utc).strftime(BUILT)),
+        (labels["date"], built().strftime(BUILT)),
         (labels["device"], html_lib.escape(env["device"])),
         (labels["torch"], html_lib.escape(env["torch"])),
         (labels["python"], html_lib.escape(env["python"])),

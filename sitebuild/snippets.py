@@ -302,11 +302,13 @@ def fresh(path: Path, environ: dict, timeout: int, root: Path) -> tuple[int | No
             proc = subprocess.Popen(attribution.command(path), cwd=root, env=environ | {attribution.VARIABLE: str(record)},
                                     stdout=stdout, stderr=stderr, start_new_session=True)
         try:
+            forkserver.track(proc.pid)
             code = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             code = None
         finally:
             forkserver.kill_group(proc.pid)  # also any child the snippet left behind
+            forkserver.untrack(proc.pid)
         if code is None:
             proc.wait()
         text, sections = attribution.read(out, record, Path(root, path))

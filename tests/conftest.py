@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
@@ -28,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def pytest_configure(config):
-    """Empty snippet, lab and search-entry caches (`make test-all`, CI), or the build's own (`make test`)."""
+    """Empty snippet, lab, search-entry and Inductor caches (`make test-all`, CI), or the build's own (`make test`)."""
     config.addinivalue_line("markers", "reads(*paths): the files a test's outcome depends on "
                                        "(tests/check_cache.py); `make test` skips it while it passed on them")
     config.addinivalue_line("markers", "visits(*paths): the built pages a browser test loads (tests/test_browser.py); "
@@ -43,7 +44,13 @@ def pytest_configure(config):
         os.environ["SNIPPET_CACHE_DIR"] = tempfile.mkdtemp(prefix="snippet-cache-")
         os.environ["LAB_CACHE_DIR"] = tempfile.mkdtemp(prefix="lab-cache-")  # sitebuild/labs.py
         os.environ["SEARCH_CACHE_DIR"] = tempfile.mkdtemp(prefix="search-cache-")  # sitebuild/search_index.py
+        # torch.compile's kernels too: torch's default folder in /tmp outlives a run, and a warm one
+        # hid a cold compile's cost (and anything that fails only cold) from every run but a new machine's.
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="inductor-cache-")
     os.environ["NO_MKDOCS_2_WARNING"] = "1"
+    # One build date for every build of the session (sitebuild/build_info.built): the two engines'
+    # sites are compared byte for byte, also when the run crosses midnight.
+    os.environ.setdefault("SOURCE_DATE_EPOCH", str(int(time.time())))
 
 
 KEPT_CODE = [Path(__file__), Path(check_cache.__file__), Path(snippets.__file__)]
@@ -146,8 +153,9 @@ def yielding(work, *args) -> Future:
 
 # Test files whose subject is the snippets' behaviour (run under other settings, other
 # devices, torchrun), and the one that checks the CPU profiles take effect: what they read.
-READS = {name: ("snippets",) for name in ("test_arrays.py", "test_compile.py", "test_gpu.py", "test_multi_gpu.py",
-                                           "test_one_gpu.py", "test_practice.py", "test_triton.py")}
+READS = {name: ("snippets",) for name in ("test_arrays.py", "test_compile.py", "test_gpu.py", "test_gpu_branches.py",
+                                           "test_multi_gpu.py", "test_one_gpu.py", "test_practice.py",
+                                           "test_triton.py")}
 # Builds that test the machinery, not the prose: faults injected into copies of the project,
 # and the same site built by a second engine. No sentence of a page can change their outcome.
 MACHINERY = ("mkdocs.yml", "overrides", "hooks", "sitebuild", "records", "snippets")
@@ -207,6 +215,9 @@ def pytest_unconfigure(config):
         shutil.rmtree(os.environ["SNIPPET_CACHE_DIR"], ignore_errors=True)
         shutil.rmtree(os.environ["LAB_CACHE_DIR"], ignore_errors=True)
         shutil.rmtree(os.environ["SEARCH_CACHE_DIR"], ignore_errors=True)
+        for folder in Path(os.environ["TORCHINDUCTOR_CACHE_DIR"]).parent.glob(
+                Path(os.environ["TORCHINDUCTOR_CACHE_DIR"]).name + "*"):  # the CPU profiles' too (snippets.inductor_cache)
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 # The repository the page actions link to in the test build; the Pages workflow sets the real one.

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import queue
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -33,21 +35,23 @@ def free_port() -> int:
 
 
 class Served:
-    """`python -m mkdocs serve --strict` in ``folder`` (which imports that folder's sitebuild),
-    its log read line by line, with the time each line arrived."""
+    """`mkdocs serve --strict` in ``folder`` (which imports that folder's sitebuild), its log read
+    line by line, with the time each line arrived. ``command``: how it is started, by default
+    `python -m mkdocs serve`; it gets the port to listen on."""
 
-    def __init__(self, folder: Path, env: dict):
+    def __init__(self, folder: Path, env: dict, command=None):
         self.port = free_port()
         self.started = time.perf_counter()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "mkdocs", "serve", "--strict", "--dev-addr", f"127.0.0.1:{self.port}"],
-            cwd=folder, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+        argv = (command or default_command)(f"127.0.0.1:{self.port}")
+        self.proc = subprocess.Popen(argv, cwd=folder, env=env, stderr=subprocess.STDOUT if command else subprocess.PIPE,
+                                     stdout=subprocess.PIPE if command else subprocess.DEVNULL, text=True,
+                                     start_new_session=True)
         self.lines: queue.Queue = queue.Queue()
         self.log: list[str] = []
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self):
-        for line in self.proc.stderr:
+        for line in self.proc.stdout or self.proc.stderr:
             self.lines.put((time.perf_counter(), line))
 
     def until(self, text: str, limit: float = 600) -> float:
@@ -69,9 +73,26 @@ class Served:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/{path}", timeout=60) as answer:
             return answer.read().decode("utf-8")
 
-    def stop(self):
-        self.proc.terminate()
+    def stop(self, limit: float = 60):
+        """Ctrl+C, as a writer stops it, then wait until every process of the group is gone:
+        mkdocs serve removes its temporary site (``mkdocs_*``) on Ctrl+C, not on SIGTERM.
+        SIGKILL only if something is still there after ``limit`` seconds."""
+        group = self.proc.pid
         try:
-            self.proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+            os.killpg(group, signal.SIGINT)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline:
+            self.proc.poll()  # reaps the leader, which would otherwise stay in the group as a zombie
+            try:
+                os.killpg(group, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.2)
+        os.killpg(group, signal.SIGKILL)
+        self.proc.wait()
+
+
+def default_command(address: str) -> list[str]:
+    return [sys.executable, "-m", "mkdocs", "serve", "--strict", "--dev-addr", address]

@@ -11,13 +11,14 @@ import logging
 import os
 import re
 import subprocess
+from datetime import datetime, timezone
 from urllib.parse import parse_qs, urlsplit
 
 from mkdocs.config import load_config
 from mkdocs.structure.files import File
 from mkdocs.structure.pages import Page
 
-from sitebuild import page_actions, page_notebooks, snippets
+from sitebuild import build_info, page_actions, page_notebooks, print_pages, snippets
 from tests.conftest import REPO_URL, ROOT
 from tests.pages import DOCS, en_pages, twin, url_path
 
@@ -52,6 +53,10 @@ def test_every_page_links_its_own_language_file(site):
     assert not wrong, "\n".join(wrong)
 
 
+# The session's builds share one SOURCE_DATE_EPOCH (tests/conftest.py): every page carries its day.
+BUILD_DAY = datetime.fromtimestamp(int(os.environ["SOURCE_DATE_EPOCH"]), timezone.utc).date().isoformat()
+
+
 def test_every_page_offers_a_prefilled_report(site):
     commit, torch = built_from(), snippets.machine()["torch"]
     wrong = []
@@ -71,7 +76,7 @@ def test_every_page_offers_a_prefilled_report(site):
             "language": LANGUAGE[lang] in body,
             "commit": commit in body,
             "torch": f"torch {torch} · " in body,
-            "date": re.search(r" · \d{4}-\d{2}-\d{2}\n", body) is not None,
+            "build date": f" · {BUILD_DAY}\n" in body,  # one date for the whole build
         }
         wrong += [f"{where}: report link lacks the {what}: {query}" for what, ok in checks.items() if not ok]
     assert not wrong, "\n".join(wrong[:20])
@@ -137,3 +142,18 @@ def test_without_repo_url_nothing_is_rendered(monkeypatch, caplog):
 def test_the_pages_workflow_sets_repo_url():
     workflow = (ROOT / ".github" / "workflows" / "pages.yml").read_text(encoding="utf-8")
     assert "REPO_URL: ${{ github.server_url }}/${{ github.repository }}" in workflow
+
+
+def test_a_build_reads_the_clock_once(monkeypatch):
+    """The date in the report links and on the print cover is read once per build, so a build
+    that crosses midnight gives every page the same one; SOURCE_DATE_EPOCH sets it."""
+    before_midnight = 1796687999  # 2026-12-07 23:59:59 UTC
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", str(before_midnight))
+    page_actions.forget_facts()
+    assert page_actions.build_facts()["date"] == "2026-12-07"
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", str(before_midnight + 1))  # the clock moves on mid-build
+    assert page_actions.build_facts()["date"] == "2026-12-07"
+    assert build_info.built().strftime(print_pages.BUILT) == "2026-12-07 23:59 UTC"
+    page_actions.forget_facts()  # the next build
+    assert page_actions.build_facts()["date"] == "2026-12-08"
+    page_actions.forget_facts()

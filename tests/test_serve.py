@@ -12,21 +12,57 @@ so the first test also shows that the background runs' results reach a page whos
 did not change, and the last that one page's edit still reaches every page it shows on
 (its title, in their navigation) and that a link from an unchanged page to an anchor the
 edit removed still stops the strict rebuild.
+
+Those tests share the session's caches, so they cannot see what a newcomer meets: at 7bdab8e
+the first `make serve` of a fresh clone aborted, because a page linked a file its snippet had
+not written yet. The first test here starts exactly the Makefile's command in a copy with no
+.cache/, no site/, no generated file, no cache directory of the session and an empty Inductor
+cache, and stops it with Ctrl+C, as a writer does.
 """
 
+import json
 import os
 import re
 import time
 import uuid
 
 import pytest
-from sitebuild import background
+from sitebuild import background, snippets
+from tests.conftest import ROOT
 from tests.serving import Served, fresh_copy
 
 PAGE = "docs/pytorch/tensors"
 RUN = uuid.uuid4().hex  # in the sources: a result kept from an earlier session cannot answer
 WORKS = f'print("served", 6 * 7)  # {RUN}\n'
 FAILS = f'raise RuntimeError("injected fault 2718")  # {RUN}\n'
+
+
+# The session's caches and its machine probe: a newcomer has none of them. MAKEFLAGS and
+# MAKELEVEL: `make test` runs pytest, and a nested make would read them.
+SESSION_ONLY = {"SNIPPET_CACHE_DIR", "LAB_CACHE_DIR", "SEARCH_CACHE_DIR", snippets.HANDED, "MAKEFLAGS", "MAKELEVEL", "MFLAGS"}
+
+
+def test_a_fresh_clone_serves_at_once_with_no_warning_and_cleans_up(tmp_path):
+    clone = fresh_copy((tmp_path / "clone"))
+    assert not (clone / ".cache").exists() and not (clone / "site").exists()
+    (clone / ".venv").symlink_to(ROOT / ".venv")  # make's stamp is newer than requirements.txt: no install
+    temp, inductor = tmp_path / "tmp", tmp_path / "inductor"
+    temp.mkdir(), inductor.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in SESSION_ONLY}
+    env |= {"TMPDIR": str(temp), "TORCHINDUCTOR_CACHE_DIR": str(inductor),
+            "PYTHONPATH": str(clone)}  # the clone's sitebuild, not the editable install's (hooks/snippet_runner.py)
+    server = Served(clone, env, command=lambda address: ["make", "serve", f"ADDR={address}"])
+    try:
+        server.until("Serving on", limit=300)
+        first = "".join(server.log)
+        home, profiling = server.page(), server.page("performance/profiling/")
+        trace = server.page("generated/performance/profiling/trace.json")  # the link that aborted at 7bdab8e
+    finally:
+        server.stop()
+    assert "WARNING" not in first and "Aborted" not in first, first
+    assert "PyTorch" in home and "running… snippets/performance/profiling.py" in profiling
+    assert json.loads(trace) == "running… snippets/performance/profiling.py"
+    assert not list(temp.glob("mkdocs_*")), "mkdocs serve left its temporary site behind"
 
 
 @pytest.fixture(scope="module")

@@ -105,7 +105,8 @@ if torch.cuda.is_available():
 # --8<-- [start:timeout]
 def rank_main(rank, port, report, release):
     """Rank 0 joins an all_reduce that rank 1 never calls."""
-    store = torch.distributed.TCPStore("127.0.0.1", port, is_master=False)
+    store = torch.distributed.TCPStore("127.0.0.1", port, is_master=False,  # a lost host fails
+                                       timeout=datetime.timedelta(seconds=30))  # in 30 s, not 5 min
     torch.distributed.init_process_group(
         "gloo", store=store, rank=rank, world_size=2,
         timeout=datetime.timedelta(seconds=1))  # the default is 30 min (10 for NCCL)
