@@ -120,7 +120,10 @@ def test_glossary_lists_variants_to_avoid():
                 "梯度累加", "发射核函数", "epoch", "store", "device-side assert", "伪造的 CUDA 张量",
                 "两个动量", "本页的输出", "本页的运行结果", "资料来源",
                 # added after the fourth review (issue 36): each slipped through before
-                "累加", "分发器", "旁路流", "CUDA Graphs", "栅栏", "降到", "分割器"):
+                "累加", "分发器", "旁路流", "CUDA Graphs", "栅栏", "降到", "分割器",
+                # added after the review of the Chinese edition in issue 44
+                "规格表", "规格页", "逐比特", "跟踪", "跟踪库", "即时执行", "不确定性", "主维度",
+                "重计算", "模型浮点利用率", "硬件浮点利用率"):
         assert old in variants, f"the glossary no longer lists 「{old}」 as a variant to avoid"
     for variant, chosen in variants.items():
         assert variant not in chosen, f"「{variant}」 is avoided but is part of the chosen term 「{chosen}」"

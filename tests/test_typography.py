@@ -34,8 +34,9 @@ Punctuation and spacing, in prose and in table cells (each cell on its own):
   keeps the ``"`` of its syntax);
 - a GPU's number is a word of its own: ``GPU 0``, not ``GPU0`` (a PyTorch message
   quoted verbatim stays in inline code);
-- times are written ``ms``, ``µs`` and ``ns``, as in the code's output and the English
-  pages, never 毫秒, 微秒 or 纳秒 (``38 ms 对 14 ms``, ``几 µs``).
+- times are written ``s``, ``ms``, ``µs`` and ``ns``, as in the code's output and the
+  English pages, never 毫秒, 微秒 or 纳秒, nor 秒 after a number (``38 ms 对 14 ms``,
+  ``几 µs``, ``2 s 的超时``); 秒 without a number is a word (每秒, 几秒, 秒级).
 
 Naming a page of the site (``page_names``): a link to the page whose text is that page's
 title, as its ``# heading`` gives it, followed by 一页: ``[显存](memory.md)一页``,
@@ -68,7 +69,7 @@ SPACE_IN_HAN = re.compile(rf"[{HAN}][ \t]+[{HAN}]")
 PERCENT = re.compile(r"\d[ \t]+%")
 QUOTES = re.compile(r'[「」『』"]')
 GPU_NUMBER = re.compile(r"(?<![A-Za-z0-9_])GPU\d")
-TIME_UNIT = re.compile(r"毫秒|微秒|纳秒")
+TIME_UNIT = re.compile(r"毫秒|微秒|纳秒|\d[ \t]*秒")  # 「2 秒」, not 「每秒」 or 「几秒」
 # A link to a page of the site, with what follows it when that names the page: 「一页」 or 「页」.
 PAGE_LINK = re.compile(r"(?<!!)\[(?P<text>[^\]]*)\]\((?P<href>[^)#\s:]+\.md)(?:#[^)\s]*)?\)"
                        r"(?P<after>\s?一?页(?!面))?")
@@ -145,7 +146,7 @@ def punctuation(text: str) -> list[str]:
     report(PERCENT, "space before %")
     report(QUOTES, "quotation marks: write “…”")
     report(GPU_NUMBER, "a GPU's number is its own word: write GPU 0")
-    report(TIME_UNIT, "time unit: write ms, µs or ns")
+    report(TIME_UNIT, "time unit: write s, ms, µs or ns")
     if "：" in text:  # a list of topics after a colon: 「显存：A，B，C」 → 「显存：A、B、C」
         items = text.rsplit("：", 1)[1].split("，")
         if len(items) >= 3 and all(0 < len(item.strip()) <= 16 and not SENTENCE_END.search(item)
@@ -249,6 +250,8 @@ def test_the_check_catches_breaks_and_missing_spaces(tmp_path):
     ("输出设备默认是 GPU0。", "GPU 0"),
     ("乘法排队用了 0.69 毫秒，GPU 几微秒就跑完。", "time unit"),
     ("| 每步 | 15 毫秒 |", "time unit"),
+    ("两个 rank 设了 2 秒的超时，编译要 8 到 40秒。", "time unit"),
+    ("| 超时 | 60 秒 |", "time unit"),
 ])
 def test_the_check_catches_each_slip(line, what):
     """Self-test: each slip that the checks above let through before is reported."""
@@ -271,6 +274,7 @@ def test_the_check_catches_each_slip(line, what):
     "报错 `Found GPU0 which is of compute capability` 出现在 GPU 0 上；7·10⁹ 字节。",
     "**这是一整句加粗、不算标签的话，后面没有正文。**",
     "乘法排队用了 0.69 ms，GPU 几 µs 就跑完；以 ms 为单位的 `elapsed_time`。",
+    "两个 rank 设了 2 s 的超时，每秒几百步，几秒之内就跑完。",
 ])
 def test_the_check_lets_good_lines_through(line):
     """Self-test: the same lines, written as the guidelines say, are not reported."""

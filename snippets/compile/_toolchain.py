@@ -1,4 +1,5 @@
-"""Why Inductor could not build code on this machine: torch_compile.py and export.py share it.
+"""Why Inductor could not build code on this machine: torch_compile.py, export.py and
+performance/attention.py share it.
 
 Imported by those snippets, not run (its name starts with "_"). Inductor needs a C++
 compiler on a CPU; on a GPU, Triton builds a launcher with a C compiler and Python's

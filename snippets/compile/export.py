@@ -74,7 +74,7 @@ LABELS = {
            "cpp": "C++\nAOTIModelPackageLoader", "py": "Python\naoti_load_package",
            "top": "just in time: compiles on the first call",
            "bottom": "ahead of time: compiled once, shipped as a file"},
-    "zh": {"model": "即时执行的模型\n（nn.Module）", "compile": "torch.compile",
+    "zh": {"model": "eager 模式的模型\n（nn.Module）", "compile": "torch.compile",
            "compile_note": "即时编译，在 Python 里；\n图中断处退回 Python",
            "jit_run": "在同一个\nPython 进程里运行",
            "export": "torch.export", "export_note": "整张图，否则报错",

@@ -71,10 +71,11 @@ def die_with_parent(parent=None, prctl=ctypes.CDLL(None).prctl if sys.platform =
 
 
 def save_atomically(obj, path):
-    """A crash during the save leaves the previous checkpoint intact."""
+    """A process killed during the save, even by SIGKILL, leaves the previous checkpoint
+    intact. Not a power loss: that also needs os.fsync (see practice/checkpoint.py)."""
     tmp = path.with_suffix(".tmp")
     torch.save(obj, tmp)
-    os.replace(tmp, path)  # atomic on POSIX and Windows
+    os.replace(tmp, path)  # atomic on POSIX: the name points at the old file or the new one
 # --8<-- [end:worker]
 
 

@@ -204,8 +204,24 @@ else:
 # --8<-- [start:flex-score]
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention  # noqa: E402
 
-# eager on the CPU: correct but unfused; torch.compile generates the fused kernel (GPU)
-flex = torch.compile(flex_attention) if device == "cuda" else flex_attention
+from compile._toolchain import missing_toolchain  # noqa: E402  snippets/compile/_toolchain.py
+
+
+def compiled_or_eager(fn, *args, **kwargs):
+    """torch.compile(fn) and its first call. Where Inductor cannot build the kernel on this
+    machine (Triton needs a C compiler and Python.h), say why and go on with fn, eager."""
+    compiled = torch.compile(fn)
+    try:
+        return compiled, compiled(*args, **kwargs)
+    except Exception as error:
+        why = missing_toolchain(error)
+        if why is None:
+            raise
+        print(f"torch.compile could not build flex_attention's kernel on this machine: {why}")
+        print("flex_attention runs eager from here on: the same results, unfused")
+        return fn, fn(*args, **kwargs)
+
+
 FB, FH, FS, FD, WINDOW = 1, 2, 512, 32, 128
 fq, fk, fv = qkv(FS, FB, FH, FD, dt=torch.float32)
 ftol = 1e-4 if device == "cuda" else 1e-5
@@ -217,8 +233,12 @@ def causal_score(score, b, h, q_idx, kv_idx):          # score_mod: rewrites eac
 
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
-    by_score = flex(fq, fk, fv, score_mod=causal_score)
-if device == "cpu":
+    if device == "cuda":        # torch.compile generates the fused kernel (Triton)
+        flex, by_score = compiled_or_eager(flex_attention, fq, fk, fv, score_mod=causal_score)
+    else:                       # eager on the CPU: correct but unfused
+        flex = flex_attention
+        by_score = flex(fq, fk, fv, score_mod=causal_score)
+if flex is flex_attention:
     assert any("torch.compile" in str(w.message) for w in caught)
     print("eager flex_attention warned once: unfused, it materialises the full score matrix")
 else:

@@ -311,7 +311,7 @@ LABELS = {
     "zh": {"bars": ["只做\n前向计算", "训练\n一步", "激活检查点\n（默认）",
                     "激活检查点\nearly_stop=False"],
            "parts": ["前向计算", "反向传播", "重算"],
-           "y": f"MFLOP（小批次 {BATCH} × {SEQ} 个 token）",
+           "y": f"MFLOP（{BATCH} 条序列 × 每条 {SEQ} 个 token）",
            "title": "FlopCounterMode 计出的 FLOPs 与 N·T 的倍数"},
 }
 stacks = [  # forward, backward, recompute: the counts above, in FLOPs

@@ -40,10 +40,14 @@ CC90 = {
     "max registers per thread": 255,
     "max shared memory per SM": 228 * 1024,     # bytes
     "max shared memory per block": 227 * 1024,  # bytes, above 48 KB only by opt-in
+    "shared memory reserved per block": 1024,   # bytes that CUDA itself takes (8.0 and up)
 }
-# CUDA C++ Best Practices Guide, "Calculating Occupancy": registers are allocated
-# per warp, rounded up to the nearest 256.
-REGISTER_UNIT = 256
+# How the SM hands out what a block asks for, as CUDA's own occupancy calculator
+# (the header cuda_occupancy.h of the CUDA toolkit) models compute capability 9.0:
+REGISTER_UNIT = 256   # registers go to a warp in multiples of 256
+SUB_PARTITIONS = 4    # an SM is four quarters with a quarter of the registers each, and
+                      # all the registers of one warp come from one quarter
+SHARED_UNIT = 128     # bytes: shared memory goes to a block in multiples of 128
 # --8<-- [end:limits]
 
 
@@ -51,20 +55,26 @@ REGISTER_UNIT = 256
 def occupancy(threads: int, registers: int, shared: int = 0, limits: dict = CC90) -> dict:
     """Resident blocks and warps per SM for one kernel, and what limits them.
 
-    threads and registers per thread, shared memory in bytes per block. The
-    registers of one warp are rounded up to REGISTER_UNIT; nothing else is rounded.
+    threads and registers per thread, shared memory in bytes per block (what the kernel
+    declares plus what it asks for at launch).
     """
     assert threads <= limits["max threads per block"]
     assert registers <= limits["max registers per thread"]
     assert shared <= limits["max shared memory per block"]
     warps = math.ceil(threads / limits["warp size"])
+    # Registers: each warp's, rounded up to 256, come from one quarter of the SM, so the
+    # SM holds as many warps as fit whole into each quarter, times four.
     per_warp = math.ceil(registers * limits["warp size"] / REGISTER_UNIT) * REGISTER_UNIT
+    quarter = limits["32-bit registers per SM"] // SUB_PARTITIONS
+    warps_by_registers = quarter // per_warp * SUB_PARTITIONS if per_warp else math.inf
+    # Shared memory: the block's own plus the 1 KB CUDA reserves, rounded up to 128 bytes.
+    per_block = math.ceil((shared + limits["shared memory reserved per block"])
+                          / SHARED_UNIT) * SHARED_UNIT
     blocks_by = {
         "warps": limits["max resident warps per SM"] // warps,
         "blocks": limits["max resident blocks per SM"],
-        "registers": limits["32-bit registers per SM"] // (per_warp * warps),
-        "shared memory": (limits["max shared memory per SM"] // shared
-                          if shared else math.inf),  # no shared memory: no limit
+        "registers": warps_by_registers // warps,
+        "shared memory": limits["max shared memory per SM"] // per_block,
     }
     blocks = min(blocks_by.values())
     return {"blocks": blocks, "warps": blocks * warps,
@@ -78,8 +88,11 @@ configs = [  # threads, registers per thread, shared memory per block; expected 
     (256, 64, 0, 4, 32),
     (256, 128, 0, 2, 16),
     (256, 32, 48 * KB, 4, 32),
+    (256, 32, 57 * KB, 3, 24),
     (256, 32, 100 * KB, 2, 16),
     (128, 37, 0, 12, 48),
+    (96, 40, 0, 16, 48),
+    (32, 80, 0, 24, 24),
     (32, 32, 0, 32, 32),
 ]
 print("compute capability 9.0: 64 warps, 32 blocks, 65,536 registers, 228 KB of "
@@ -92,9 +105,15 @@ for threads, registers, shared, blocks, warps in configs:
           f"{r['warps']:>5} {r['occupancy']:>9.0%}  {', '.join(r['limited by'])}")
     assert (r["blocks"], r["warps"]) == (blocks, warps), (threads, registers, shared)
 
-# 37 registers: 37 × 32 = 1,184 per warp, allocated as 1,280; without the rounding,
-# 13 blocks (52 warps) would fit instead of 12.
+# What each rule changes. 37 registers: 37 × 32 = 1,184 per warp, allocated as 1,280, so
+# 12 blocks of 4 warps fit instead of 13. 40 registers in blocks of 3 warps: the 65,536
+# registers as one pool would hold 17 blocks, but each quarter of 16,384 holds 12 warps of
+# 1,280, 48 in all: 16 blocks. 57 KB of shared memory: 228 // 57 = 4 blocks without the
+# reserved kilobyte, 228 // 58 = 3 with it.
 assert 65536 // (37 * 32 * 4) == 13 and 65536 // (1280 * 4) == 12
+assert 65536 // (1280 * 3) == 17 and 16384 // 1280 * 4 // 3 == 16
+assert 65536 // (80 * 32) == 25 and 16384 // (80 * 32) * 4 == 24
+assert 228 // 57 == 4 and 228 // 58 == 3
 # --8<-- [end:occupancy]
 
 

@@ -224,7 +224,8 @@ assert total(1e3, "NVFP4") < total(1e3, "FP4 tensor") == bulk[ordinary].norm().i
 
 # --8<-- [start:speed]
 def native_fp8(dev: str) -> bool:
-    """FP8 tensor-core matmuls: compute capability 8.9 (Ada) and 9.0 (Hopper) onward."""
+    """FP8 tensor-core matmuls on NVIDIA: compute capability 8.9 (Ada) and 9.0 (Hopper) onward.
+    A ROCm build also reports "cuda" devices, with AMD's own version numbers: not measured here."""
     return (dev == "cuda" and torch.version.cuda is not None
             and torch.cuda.get_device_capability() >= (8, 9))
 
@@ -256,7 +257,9 @@ if native_fp8(device):
         if 10 * ms16 > 200:  # budget: stop before one size's timing passes 0.2 s
             break
 else:
-    why = "no CUDA device" if device == "cpu" else "this GPU has no FP8 tensor cores (below 8.9)"
+    why = ("no CUDA device" if device == "cpu"
+           else "a ROCm build: this comparison is written for NVIDIA GPUs" if torch.version.hip
+           else "this GPU has no FP8 tensor cores (below 8.9)")
     print(f"FP8 matmul timing (torch._scaled_mm against bf16): not run here, {why}")
 # --8<-- [end:speed]
 

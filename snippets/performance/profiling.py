@@ -18,6 +18,7 @@ OUT = Path(os.environ.get("SNIPPET_OUTPUT_DIR", "."))
 # --8<-- [start:schedule]
 import torch
 from torch import nn
+from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -52,8 +53,14 @@ print("action: " + "  ".join(f"{plan(step).name:<15}" for step in range(6)).rstr
 cycles = []                                # the steps each call of on_trace_ready saw
 
 
+def host_side(events):
+    """The events the CPU recorded. With CUDA profiled, each record_function range that
+    launched GPU work gets a copy on the GPU's side too: same name, device type CUDA."""
+    return [e for e in events if e.device_type == DeviceType.CPU]
+
+
 def on_trace_ready(prof):
-    cycles.append(sorted(e.trace_name for e in prof.events()
+    cycles.append(sorted(e.trace_name for e in host_side(prof.events())
                          if (e.trace_name or "").startswith("ProfilerStep#")))
     prof.export_chrome_trace(str(OUT / "trace.json"))
 
@@ -73,7 +80,7 @@ assert cycles == [["ProfilerStep#2", "ProfilerStep#3"]]
 averages = prof.key_averages()                  # one row per name, over the two traced steps
 print(averages.table(sort_by="self_cpu_time_total", row_limit=4, max_name_column_width=22))
 
-per_name = {a.key: a for a in averages}
+per_name = {a.key: a for a in host_side(averages)}    # the host's row of each name
 for phase in PHASES:
     a = per_name[phase]
     ms = a.cpu_time_total / a.count / 1e3
@@ -181,7 +188,7 @@ draw_both("memory_timeline", {
            "optimizer_state": "optimizer state", "input": "inputs", "temporary": "temporaries",
            "activation": "activations", "gradient": "gradients",
            "autograd_detail": "autograd internals", "unknown": "unknown"},
-    "zh": {"x": "从第一个记录点算起的时间（ms）", "y": "占用的 KiB", "parameter": "参数",
+    "zh": {"x": "从第一个记录点算起的时间（ms）", "y": "占用内存（KiB）", "parameter": "参数",
            "optimizer_state": "优化器状态", "input": "输入", "temporary": "临时张量",
            "activation": "激活值", "gradient": "梯度", "autograd_detail": "自动求导细节",
            "unknown": "未知"},
@@ -194,9 +201,18 @@ trace = json.loads((OUT / "trace.json").read_text())
 print(f"trace.json: {(OUT / 'trace.json').stat().st_size:,} bytes, "
       f"{len(trace['traceEvents']):,} events")
 spans = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
-assert sorted(e["name"] for e in spans if e["name"].startswith("ProfilerStep#")) == [
+
+
+def host_ranges(events):
+    """The record_function ranges as the CPU recorded them. A range's copy on the GPU's side
+    has the same name, in the category gpu_user_annotation."""
+    return [e for e in events if e.get("cat") == "user_annotation"]
+
+
+annotations = host_ranges(spans)
+assert sorted(e["name"] for e in annotations if e["name"].startswith("ProfilerStep#")) == [
     "ProfilerStep#2", "ProfilerStep#3"]                 # the file holds the active steps only
-step = next(e for e in spans if e["name"] == "ProfilerStep#3")
+step = next(e for e in annotations if e["name"] == "ProfilerStep#3")
 t0, t1 = step["ts"], step["ts"] + step["dur"]
 
 
@@ -204,8 +220,7 @@ def inside(e):
     return t0 <= e["ts"] and e["ts"] + e["dur"] <= t1
 
 
-ranges = [e for e in spans if e.get("cat") == "user_annotation" and e["name"] in PHASES
-          and inside(e)]
+ranges = [e for e in annotations if e["name"] in PHASES and inside(e)]
 ops = sorted((e for e in spans if e.get("cat") == "cpu_op" and inside(e)),
              key=lambda e: (e["tid"], e["ts"], -e["dur"]))
 top_level, open_until = [], {}                  # an op not nested in another op of its thread
@@ -294,7 +309,7 @@ draw_both("trace", {
            "ops": "：顶层算子", "stream": "GPU 流 {}：核函数", "gpu": "GPU：核函数",
            "x": "从 ProfilerStep#3 开始算起的时间（ms）",
            "title": "trace.json 中记录的一个训练步骤",
-           "no_gpu": "没有：这份 trace 是在没有 GPU 的机器上记录的"},
+           "no_gpu": "空：记录这份 trace 的机器没有 GPU"},
 }, draw, figsize=(7.2, 1.2 + 0.45 * (1 + len(threads) + max(1, len(streams)))))
 # --8<-- [end:figure]
 

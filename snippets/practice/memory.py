@@ -347,7 +347,7 @@ from _figures import draw_both  # noqa: E402
 SAC_LABELS = {
     "en": {"modes": ["no checkpoint", "SAC", "full"], "held": "held for backward (KiB)",
            "flops": "recomputed in backward (matmul MFLOP)"},
-    "zh": {"modes": ["不做检查点", "选择性", "完整"], "held": "留给反向传播的内存（KiB）",
+    "zh": {"modes": ["不做检查点", "选择性检查点", "完整检查点"], "held": "留给反向传播的内存（KiB）",
            "flops": "反向传播时重算的矩阵乘法（MFLOP）"},
 }
 

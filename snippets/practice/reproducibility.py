@@ -49,21 +49,30 @@ def make_deterministic() -> None:
 
 # --8<-- [start:workers]
 def seed_worker(worker_id: int) -> None:
-    """worker_init_fn: runs in each worker process before it loads anything."""
-    seed = torch.initial_seed() % 2**32  # this worker's torch seed: base_seed + worker_id
-    random.seed(seed)
-    np.random.seed(seed)
+    """worker_init_fn: runs in each worker process before it loads anything.
+
+    The worker has already seeded torch and `random` with base_seed + worker_id, and NumPy's
+    global generator with a state mixed from both numbers. Re-seeding those here would only
+    replace that; seed what torch does not know about, such as a Generator of the dataset."""
+    dataset = get_worker_info().dataset       # this worker's own copy of the dataset
+    if hasattr(dataset, "rng"):               # a NumPy Generator that the dataset keeps
+        dataset.rng = np.random.default_rng(torch.initial_seed())  # all 64 bits of the seed
 
 
 class WhoLoadsWhat(Dataset):
-    """Item i says which worker loaded it, that worker's torch seed, and one random draw."""
+    """Item i says which worker loaded it, that worker's torch seed, and one draw from each
+    generator: torch's, random's, NumPy's global one and the dataset's own."""
+
+    def __init__(self):
+        self.rng = np.random.default_rng(0)  # copied into every worker as it is, unless reseeded
 
     def __len__(self):
         return 8
 
     def __getitem__(self, i):
         worker = get_worker_info()
-        return i, worker.id, torch.initial_seed(), torch.rand(()).item()
+        return (i, worker.id, torch.initial_seed(), torch.rand(()).item(), random.random(),
+                np.random.rand(), self.rng.random())
 
 
 def loader_for(dataset: Dataset, seed: int, batch_size: int, collate_fn=None) -> DataLoader:
@@ -203,15 +212,16 @@ if __name__ == "__main__":
     print("torch.empty under the flag:", floats.tolist(), ints.tolist())
     assert floats.isnan().all() and (ints == torch.iinfo(torch.int32).max).all()
 
-    target = torch.zeros(4)                           # put_ with a repeated index: which
-    index, values = torch.tensor([1, 1]), torch.tensor([5.0, 7.0])  # write lands last?
-    try:
-        target.put_(index, values)
-    except RuntimeError as error:
-        print("put_ with a repeated index:", type(error).__name__, "(no deterministic version)")
-        assert "does not have a deterministic implementation" in str(error)
-    else:
-        raise AssertionError("put_ should refuse to run under the flag")
+    target, values = torch.zeros(4), torch.tensor([5.0, 7.0])
+    for index in (torch.tensor([0, 1]), torch.tensor([1, 1])):  # distinct, then repeated
+        try:
+            target.put_(index, values)
+        except RuntimeError as error:
+            assert "does not have a deterministic implementation" in str(error)
+        else:
+            raise AssertionError("put_ should refuse to run under the flag")
+    print("put_ with distinct and with repeated indices: RuntimeError both times "
+          "(no deterministic version)")
     torch.use_deterministic_algorithms(True, warn_only=True)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -290,9 +300,17 @@ if __name__ == "__main__":
     print("\norder of one epoch:", [i for i, *_ in epochs[0]])
     print("worker of each item:", [w for _, w, *_ in epochs[0]])
     print(f"base_seed {base_seed}; worker seeds seen:",
-          sorted({s - base_seed for _, _, s, _ in epochs[0]}), "above it")
+          sorted({item[2] - base_seed for item in epochs[0]}), "above it")
     assert epochs[0] == epochs[1]                     # order, workers, seeds and draws
-    assert all(s == base_seed + w for _, w, s, _ in epochs[0])
+    assert all(s == base_seed + w for _, w, s, *_ in epochs[0])
+    from torch.utils.data._utils.worker import _generate_state  # NumPy's seed in a worker
+    for w in (0, 1):                                  # each worker's draws, in its order
+        drawn = [item[4:] for item in epochs[0] if item[1] == w]
+        py, legacy = random.Random(base_seed + w), np.random.RandomState(_generate_state(base_seed, w))
+        own = np.random.default_rng(base_seed + w)    # what seed_worker gave the dataset
+        assert drawn == [(py.random(), legacy.rand(), own.random()) for _ in drawn]
+    print("random, NumPy's global generator and the dataset's own: seeded from base_seed + k "
+          "in every worker, as rebuilt here")
     print(f"two loaders, 2 workers each, 8 items: {seconds:.2f} s, mostly starting workers")
     # --8<-- [end:loader_check]
 
