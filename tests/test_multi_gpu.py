@@ -70,3 +70,11 @@ def test_tensor_parallel_refuses_another_world_size():
     err = torchrun("tensor_parallel.py", 4, ok=False)
     assert "tensor_parallel.py is written for 2 ranks, not 4: " in err, err[-3000:]
     assert "torchrun --nproc_per_node=2" in err
+
+
+def test_ddp_refuses_a_world_size_that_does_not_divide_its_batch():
+    """With 3 ranks DistributedSampler pads 16 samples to 18, and the gradient check failed with
+    a bare AssertionError on every rank; the script now says why before it joins a group."""
+    err = torchrun("ddp.py", 3, ok=False)
+    assert "ddp.py splits its batch of 16 evenly: start it on a number of ranks that divides 16" in err, err[-3000:]
+    assert "AssertionError" not in err

@@ -56,6 +56,9 @@ def pick_device(local_rank, local_world_size):
 # --8<-- [start:rank]
 def run_rank(rank, world_size, local_rank, local_world_size, node=0, store=None):
     """One process of the job. Without a store, it reads MASTER_ADDR and MASTER_PORT."""
+    if BATCH % world_size:  # the sampler would pad the batch, and the checks assume even shards
+        raise SystemExit(f"ddp.py splits its batch of {BATCH} evenly: start it on a number of "
+                         f"ranks that divides {BATCH} (torchrun --nproc_per_node=4), not {world_size}.")
     device, backend = pick_device(local_rank, local_world_size)
     gpu = device if device.type == "cuda" else None
     with process_group(backend, store=store, rank=rank, world_size=world_size, device_id=gpu):
