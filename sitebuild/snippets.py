@@ -276,7 +276,8 @@ def execute(path: Path, outdir: Path, env: dict | None = None, timeout: int | No
     root = root or ROOT
     environ = dict(os.environ, SNIPPET_OUTPUT_DIR=str(outdir), MPLBACKEND="Agg",
                    PYTHONUNBUFFERED="1") | (env or {})
-    environ.pop(HANDED, None)  # the build's own: a snippet has no use for it, as it has not in a reader's shell
+    for own in (HANDED, RUN_LOG):  # the build's own: a snippet has no use for them, as it has not in a reader's shell
+        environ.pop(own, None)
     environ |= inductor_cache(environ)
     start = time.perf_counter()
     ran = None
@@ -286,8 +287,25 @@ def execute(path: Path, outdir: Path, env: dict | None = None, timeout: int | No
         except forkserver.ServerGone:  # torch does not import there, say: a fresh run says why
             pass
     code, stdout, stderr, sections = ran or fresh(path, environ, timeout, root)  # None: it set what the server's imports read
-    return Result(relative(path, root), code, stdout, stderr, round(time.perf_counter() - start, 2),
-                  timeout, machine(), figures=sorted(p.name for p in outdir.iterdir()), sections=sections)
+    result = Result(relative(path, root), code, stdout, stderr, round(time.perf_counter() - start, 2),
+                    timeout, machine(), figures=sorted(p.name for p in outdir.iterdir()), sections=sections)
+    note_run(result, env or {})
+    return result
+
+
+RUN_LOG = "SNIPPET_RUN_LOG"  # a file each run appends a line to: `make bench`'s count of runs (tests/bench.py)
+
+
+def note_run(result: Result, env: dict):
+    """With $SNIPPET_RUN_LOG, one JSON line per run: the snippet, its seconds, and what ran it
+    (the build, a CPU profile, or the test file that was running)."""
+    log = os.environ.get(RUN_LOG)
+    if not log:
+        return
+    profile = env.get("ATEN_CPU_CAPABILITY")
+    by = f"CPU profile ({profile})" if profile else os.environ.get("PYTEST_CURRENT_TEST", "").split("::")[0] or "build"
+    with open(log, "a", encoding="utf-8") as file:
+        file.write(json.dumps({"path": result.path, "seconds": result.seconds, "by": by}) + "\n")
 
 
 def fresh(path: Path, environ: dict, timeout: int, root: Path) -> tuple[int | None, str, str, list[list]]:

@@ -15,7 +15,8 @@ CI's slowest host is an AVX2-only EPYC. The report starts with the real CPU and 
 4. the full suite from empty caches (every snippet and check runs, as in `make test-all`
    and CI), then `make test` after a sentence added to the Chinese home page
    (tests/check_cache.py);
-5. each snippet's run time, from the clean build's cache entries;
+5. each snippet's run time, from the clean build's cache entries, and how often the full
+   suite ran it, by whom, with the seconds in all (sitebuild/snippets.note_run);
 6. bytes of HTML, CSS and JS that each page loads (images and fonts not counted);
 7. Lighthouse scores of six pages (tests/lighthouse.py), offline against a local server.
 """
@@ -42,6 +43,7 @@ REPORT = ROOT / "bench-report.md"
 PROSE_PAGE = ROOT / "docs" / "index.md"
 SUITE_PAGE = ROOT / "docs" / "index.zh.md"
 EDIT = "\nA sentence added by the benchmark.\n"
+RUNS = ROOT / "test-artifacts" / "snippet-runs.jsonl"  # every snippet run of the full suite (run_counts)
 # Targets on the AVX2-only EPYC, CI's slower host (on the AMX Xeon: 90 s and 240 s).
 TARGETS = {"clean build": "≤ 150 s", "serve: first page": "≤ 20 s",
            "serve: edit to reload": "≤ 3 s", "full suite": "≤ 420 s", "make test after a prose edit": "≤ 60 s"}
@@ -107,12 +109,31 @@ def suites() -> list[tuple[str, float, str]]:
     """The full suite from empty caches, then `make test` after a one-page prose change."""
     shutil.rmtree(CACHE, ignore_errors=True)
     cached, pytest = dict(ENV, CHECK_CACHE="1"), [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
-    full, log = timed(pytest, cached, check=False)
+    RUNS.parent.mkdir(exist_ok=True)
+    RUNS.unlink(missing_ok=True)
+    full, log = timed(pytest, dict(cached, **{snippets.RUN_LOG: str(RUNS)}), check=False)
     with edited(SUITE_PAGE):  # a Chinese page: an English edit would (rightly) fail its translation's stamp
         incremental, log2 = timed(pytest, cached, check=False)
     return [("full suite", full, passed(log) + "; every snippet and check ran"),
             ("make test after a prose edit", incremental,
              passed(log2) + f"; one sentence added to {SUITE_PAGE.relative_to(ROOT)}; checks kept where their inputs held")]
+
+
+def run_counts() -> list[tuple[str, int, str, str]]:
+    """How often the full suite ran each snippet, by whom, and the seconds it took in all
+    (sitebuild/snippets.note_run); labs and page code blocks are not snippet runs."""
+    by: dict[str, list[dict]] = {}
+    for line in RUNS.read_text(encoding="utf-8").splitlines():
+        run = json.loads(line)
+        by.setdefault(run["path"], []).append(run)
+    rows = []
+    for path, runs in by.items():
+        who: dict[str, int] = {}
+        for run in runs:
+            who[run["by"]] = who.get(run["by"], 0) + 1
+        rows.append((path, len(runs), ", ".join(f"{w} {n}" for w, n in sorted(who.items())),
+                     f"{sum(r['seconds'] for r in runs):.1f}"))
+    return sorted(rows, key=lambda row: -float(row[3]))
 
 
 def passed(log: str) -> str:
@@ -173,6 +194,8 @@ def main():
               [(what, f"{seconds:.1f}", note, TARGETS.get(what, "")) for what, seconds, note in times]),
         f"## Snippet run times (sum {total:.1f} s; the build runs them {os.cpu_count()} at a time)",
         table(("snippet", "seconds"), runs),
+        "## Snippet runs in the full suite",
+        table(("snippet", "runs", "by", "seconds in all"), run_counts()),
         "## Page weight (bytes)",
         table(("page", "HTML", "CSS", "JS"), weights),
         scores,
