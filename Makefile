@@ -59,7 +59,7 @@ bench: $(STAMP) $(NODE)
 	$(BIN)/python -m tests.bench $(PROFILE)
 
 # Every multi-process snippet, 5 times as `python FILE` and 5 times as the build runs it, while two
-# busy loops load both cores (tests/soak.py; about 30 minutes on 2 cores). RUNS=2 for a shorter one.
+# busy loops load both cores (tests/soak.py; up to an hour on 2 cores). RUNS=2 for a shorter one.
 soak: $(STAMP)
 	$(BIN)/python -m tests.soak $(RUNS)
 

@@ -7,7 +7,8 @@ imported torch, its ranks forked too: sitebuild/forkserver.py, sitebuild/forked_
 one run at a time, while two processes spin on the CPU. It prints one row per snippet and
 way of running, and the end of each failure's stderr; it exits 1 if any run failed.
 
-Not part of `make test`: 10 snippets x 2 ways x 5 runs take about 30 minutes on 2 cores.
+Not part of `make test`: 10 snippets x 2 ways x 5 runs took 56 minutes on a 2-core AMD EPYC
+(with other work running beside the busy loops).
 ``python -m tests.soak [RUNS] [NAME ...]``: fewer runs, or only the snippets whose path holds a NAME.
 """
 
