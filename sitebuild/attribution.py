@@ -25,17 +25,31 @@ open file description that fork and exec share: a rank started by ``torch.multip
 a ``subprocess.run(["echo", ...])``, a C++ ``printf`` all write through the same description
 and move the same offset, while the statement that started them is still the one running.
 So the offset at a statement boundary says exactly how many bytes were written before it, by
-whom ever, with no clock, no parsing of the output and no wrapper around any stream: a print
-inside a helper counts for the top-level statement that called it, a spawned rank's line for
-the ``mp.spawn(...)`` that started it. Bytes are then cut at those offsets, decoded as the
+whom ever, with no clock, no parsing of the output and no wrapper around the main's streams: a
+print inside a helper counts for the top-level statement that called it, as a notebook cell
+that calls a helper shows its output. Bytes are then cut at those offsets, decoded as the
 whole output is (``read``), and each line goes to the section running when its last character
 (its line break) was written.
+
+The other processes (ranks). A rank that ``mp.spawn`` started runs no top-level statement: it
+imports the file as ``__mp_main__`` and calls a function, while the main waits in the
+``mp.spawn(...)`` of a section that pages rarely show. Its lines count instead for the section
+of the code that printed them (``printed_by``): of its frames in the snippet's file, the
+innermost that lies inside a section. Each process other than the main (spawned through
+multiprocessing's spawn, in a fresh run or by the forked spawn server, or forked) writes its
+stdout through ``Written``, which appends ``<start> <end> <lines>`` for each write, under a lock
+that keeps the offsets exact while ranks write at once; ``follow`` gets it into those processes
+with nothing in their environment. The parent lays those byte ranges over the main's sections
+(``timeline``): a line counts for the process that wrote its line break, so a line is never
+split between sections. What a rank writes otherwise (C code, a subprocess, another stream
+than ``sys.stdout``, code outside every section) counts for the main's statement, as before.
 
 What it cannot see. C and C++ code writes through stdio, which buffers in full when stdout is
 not a terminal (a file here, a pipe before, alike): such bytes reach the file, and count, when
 stdio flushes them, as they reach a reader's pipe. A compound statement's header that runs again
 after its body began (a loop's next item, a ``with``'s exit) counts for the statement that ran
-last. A stdout without an offset (a pipe, a terminal) gives no attribution at all.
+last. A stdout without an offset (a pipe, a terminal) gives no attribution at all. Ranks started
+by multiprocessing's forkserver method (not torch's ``mp.spawn``) count for the main's statement.
 
 The cost. Only the module's own code gets the calls; every other frame runs untouched, so
 what a snippet times (benchmark.py, dp_vs_ddp.py) is timed as before. On a shared 2-core AMD EPYC
@@ -48,7 +62,12 @@ tracing mode even where only the module frame has a local tracer; a recursive Py
 ran 3.8 times slower with a C-level global trace function, 4.5 times with a Python one. (3.12's
 ``sys.monitoring`` could watch the module's code object alone; the inserted calls work on every
 version alike, so the build, the CPU profiles and a recorder on another machine attribute in
-the same way.)
+the same way.) The other processes (issue 47, same machine, load average 9 to 11): a recorded
+write costs a walk up the stack, a lock, two ``lseek`` and a record, about 25 microseconds
+against 4 for a plain one (``print("line", i)``, two writes: 56 against 8; 108 with 30 of the
+snippet's own frames on the stack), which a rank pays on each print and nowhere else; a spawned
+rank imports this module first, 8 ms of CPU; and the bootstrap imports ``multiprocessing.spawn``
+to wrap it, 20 ms that any snippet importing torch pays anyway.
 
 The bootstrap (``command``) runs the snippet as ``python x.py`` would: ``sys.argv``,
 ``sys.path[0]`` (the script's real folder), an absolute ``__file__``, a ``__main__`` module
@@ -63,6 +82,7 @@ import ast
 import bisect
 import builtins
 import codecs
+import contextlib
 import io
 import os
 import re
@@ -70,6 +90,11 @@ import sys
 import types
 from collections import namedtuple
 from importlib.machinery import SourceFileLoader
+
+try:  # imported here, not in a forked child whose import machinery another thread may have held
+    import fcntl
+except ImportError:  # Windows: no fork, and spawned processes do not record (``follow``)
+    fcntl = None
 
 VARIABLE = "SNIPPET_ATTRIBUTION"  # the side channel's path, for a fresh run
 # pymdownx.snippets' section marker; ``;`` before it escapes it.
@@ -159,6 +184,8 @@ def run(path: str, record: str | None = None):
                            __builtins__=builtins, __file__=filename, __cached__=None)
     try:
         code = compile_main(source, filename, record)
+        if record is not None:
+            follow(record, filename)
         sys.modules["__main__"] = module  # kept until exit, like a script's module
         exec(code, module.__dict__)
     except SystemExit:
@@ -235,8 +262,8 @@ def call(line: int, where: ast.stmt) -> ast.stmt:
 def recorder(record: str, sections: dict[int, str | None]):
     """The function the inserted calls reach: on each change of section, ``<offset> <line>``.
 
-    Only this process records: a copy that ``os.fork`` made and that runs module code would
-    write offsets of the same file in another order. If fd 1 has no offset (a pipe, a
+    Only this process records changes: a copy that ``os.fork`` made and that runs module code
+    notes its writes instead (``rank``). If fd 1 has no offset (a pipe, a
     terminal), ``broken`` is written once and nothing after: that run has no attribution."""
     fd = os.open(record, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)  # not inherited by exec (PEP 446)
     pid = os.getpid()
@@ -267,6 +294,132 @@ def recorder(record: str, sections: dict[int, str | None]):
     return mark
 
 
+# The other processes of the run: ranks started by spawn, children forked from the main.
+
+# Where the ``sitebuild`` package lies, for a spawned process to import this module from.
+PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_following = _recording = False  # in this process; a forked child inherits them
+
+
+def follow(record: str, filename: str):
+    """Make each process that this one starts from now on record its writes (``rank``).
+
+    spawn's: its ``-c`` program (``multiprocessing.spawn.get_command_line``) gets a first line
+    that imports this module and calls ``rank``, whether a new interpreter runs it (a fresh
+    run) or a process of the forked spawn server (sitebuild/forked_spawn.py). fork's: at-fork
+    handlers. Nothing is set in the environment, which stays a reader's; what a curious snippet
+    could see is that ``get_command_line`` is a wrapper, and that line in a rank's
+    ``sys.orig_argv``. Processes of multiprocessing's forkserver method do not record: their
+    lines count for the main's statement, as a subprocess's do."""
+    global _following
+    if _following or fcntl is None:
+        return
+    _following = True
+    from multiprocessing import spawn
+
+    plain = spawn.get_command_line
+
+    def get_command_line(**kwds):
+        command = plain(**kwds)
+        if "-c" in command:
+            at = command.index("-c") + 1
+            command[at] = (f"import sys; sys.path.insert(0, {PACKAGE_ROOT!r}); import sitebuild.attribution; "
+                           f"del sys.path[0]; sitebuild.attribution.rank({record!r}, {filename!r})\n" + command[at])
+        return command
+
+    spawn.get_command_line = get_command_line
+    os.register_at_fork(after_in_child=lambda: rank(record, filename))
+
+
+def rank(record: str, filename: str):
+    """In a process of the run other than the main: from now on each write to ``sys.stdout`` is
+    noted (``Written``), and the processes this one starts record too.
+
+    Where fd 1 has no offset (the main then says ``broken``), ``sys.stdout`` is not fd 1's text
+    stream, or the side channel cannot be locked, nothing is noted, and nothing raised: this
+    may run in an at-fork handler."""
+    global _recording
+    if _recording:
+        return
+    _recording = True
+    old = sys.stdout
+    try:
+        if not (isinstance(old, io.TextIOWrapper) and old.fileno() == 1):
+            return
+        raw = Written(record, filename)
+    except (OSError, ValueError):
+        return
+    buffered = not isinstance(old.buffer, io.FileIO)  # as without PYTHONUNBUFFERED=1
+    new = io.TextIOWrapper(io.BufferedWriter(raw) if buffered else raw, encoding=old.encoding, errors=old.errors,
+                           newline="\n", line_buffering=old.line_buffering, write_through=old.write_through)
+    if sys.__stdout__ is old:
+        sys.__stdout__ = new
+    sys.stdout = new
+    follow(record, filename)
+
+
+class Written(io.FileIO):
+    """fd 1 of a process other than the main: each write noted as ``<start> <end> <lines>``: the
+    bytes it wrote, and the current lines of the frames running the snippet's file, innermost
+    first (``printed_by`` picks one in the parent, which knows the sections).
+
+    Why per write, under a lock. Ranks write at the same time, through the same file
+    description: the kernel keeps each write(2) whole, but an offset read before it may be
+    another rank's by the time it writes. So each write takes a POSIX lock on the side channel
+    (``lockf``: one per process, across all the run's processes) around reading the offset,
+    writing and reading it again; where the offset moved by more than this write (the main, a
+    subprocess, C code or another thread of this process wrote meanwhile), the write is not
+    noted and its bytes count for the main's statement. ``print("a", "b")`` is several writes,
+    and two ranks' words can mix on one line, as they would under ``python x.py``; the line
+    still counts, whole, for the process that wrote its line break."""
+
+    def __init__(self, record: str, filename: str):
+        super().__init__(1, "w", closefd=False)
+        self.record = os.open(record, os.O_WRONLY | os.O_APPEND)  # not inherited by exec (PEP 446)
+        self.filename = filename
+        self.lock()  # OSError where the file system has no locks
+        self.unlock()
+
+    def lock(self):
+        fcntl.lockf(self.record, fcntl.LOCK_EX)
+
+    def unlock(self):
+        fcntl.lockf(self.record, fcntl.LOCK_UN)
+
+    def write(self, data):
+        lines = snippet_lines(self.filename)
+        if not lines:
+            return super().write(data)
+        self.lock()
+        try:
+            start = offset()
+            written = super().write(data)
+            if written and start is not None and offset() == start + written:
+                with contextlib.suppress(OSError):  # a full disk: the line counts for the main's statement
+                    os.write(self.record, b"%d %d %s\n" % (start, start + written, lines))
+            return written
+        finally:
+            self.unlock()
+
+
+def snippet_lines(filename: str) -> bytes:
+    """``95,40,12``: the current lines of the frames running the snippet's code, innermost first."""
+    lines, frame = [], sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_filename == filename:
+            lines.append(b"%d" % frame.f_lineno)
+        frame = frame.f_back
+    return b",".join(lines)
+
+
+def offset() -> int | None:
+    """fd 1's offset; None where it has none (a pipe, a terminal)."""
+    try:
+        return os.lseek(1, 0, os.SEEK_CUR)
+    except OSError:
+        return None
+
+
 # The parent: what the run printed, and which section printed each line.
 
 def read(stdout, record, path) -> tuple[str, list[list]]:
@@ -276,7 +429,8 @@ def read(stdout, record, path) -> tuple[str, list[list]]:
 
     The runs cover ``text.splitlines()`` exactly: their counts add up to its length, a final line
     without a line break included. A line counts for the section that was running when its last
-    character was written: its line break, or for a final line without one, its last character.
+    character was written: its line break, or for a final line without one, its last character;
+    where another process wrote that character, for the code that printed it (``printed_by``).
     None: a line printed before the first section (by statements above it), where no section
     can take it. An empty list: no attribution (no side channel, a broken or inconsistent one,
     or no output at all)."""
@@ -286,30 +440,40 @@ def read(stdout, record, path) -> tuple[str, list[list]]:
     text = wrapper.read()
     try:
         with open(record, encoding="ascii") as file:
-            changes = parse(file.read())
+            changes, writes = parse(file.read())
         with open(path, encoding="utf-8", errors="replace") as file:
             found = spans(file.read())
     except (OSError, ValueError):
         return text, []
+    shown = [(start, end, line) for start, end, lines in writes if (line := printed_by(found, lines)) is not None]
     return text, attribute(raw, text, [(offset, section_at(found, line)) for offset, line in changes],
-                           wrapper.encoding)
+                           wrapper.encoding, [(start, end, section_at(found, line)) for start, end, line in shown])
 
 
-def parse(record: str) -> list[tuple[int, int]]:
-    """The side channel's ``<offset> <line>`` lines; ValueError where it is broken or garbled."""
-    changes = []
+def parse(record: str) -> tuple[list[tuple[int, int]], list[tuple[int, int, list[int]]]]:
+    """The side channel's ``<offset> <line>`` lines (the main's changes of section) and
+    ``<start> <end> <line>,<line>...`` lines (the other processes' writes); ValueError where it
+    is broken or garbled."""
+    changes, writes = [], []
     for entry in record.splitlines():
-        offset, line = entry.split(" ")
-        changes.append((int(offset), int(line)))
-    return changes
+        words = entry.split(" ")
+        if len(words) == 2:
+            changes.append((int(words[0]), int(words[1])))
+        elif len(words) == 3:
+            writes.append((int(words[0]), int(words[1]), [int(w) for w in words[2].split(",")]))
+        else:
+            raise ValueError(f"garbled: {entry!r}")
+    return changes, writes
 
 
-def attribute(raw: bytes, text: str, changes: list[tuple[int, str | None]], encoding: str) -> list[list]:
-    """Runs of sections over ``text`` (``raw`` decoded), from byte offsets where a section began."""
-    offsets = [0] + [offset for offset, _ in changes]
-    if any(b < a for a, b in zip(offsets, offsets[1:])) or offsets[-1] > len(raw):
-        return []  # fd 1 was moved or truncated: the offsets say nothing about these bytes
-    names = [None] + [name for _, name in changes]
+def attribute(raw: bytes, text: str, changes: list[tuple[int, str | None]], encoding: str,
+              writes: list[tuple[int, int, str | None]] = ()) -> list[list]:
+    """Runs of sections over ``text`` (``raw`` decoded), from byte offsets where the main's section
+    changed and the byte ranges that other processes wrote."""
+    points = timeline(changes, sorted(writes), len(raw))
+    if points is None:
+        return []
+    offsets, names = [offset for offset, _ in points], [name for _, name in points]
     decoder = io.IncrementalNewlineDecoder(codecs.getincrementaldecoder(encoding)(errors="replace"), translate=True)
     bounds, pieces, at = [], [], 0  # each byte range's first character in ``text``
     for i, (start, end) in enumerate(zip(offsets, offsets[1:] + [len(raw)])):
@@ -329,6 +493,38 @@ def attribute(raw: bytes, text: str, changes: list[tuple[int, str | None]], enco
         else:
             runs.append([name, 1])
     return runs
+
+
+def timeline(changes, writes, size) -> list[tuple[int, str | None]] | None:
+    """(offset, section) at each byte offset where the output's section changes: the main's
+    sections, with the other processes' writes (sorted) laid over them. None where these
+    offsets cannot be this output's: fd 1 moved back or truncated, writes that overlap."""
+    offsets, names = [0] + [offset for offset, _ in changes], [None] + [name for _, name in changes]
+    ends = [0] + [write[1] for write in writes]
+    if (any(b < a for a, b in zip(offsets, offsets[1:])) or offsets[-1] > size
+            or any(write[0] < end for write, end in zip(writes, ends)) or ends[-1] > size):
+        return None
+    starts, points = [write[0] for write in writes], []
+    for at in sorted({*offsets, *starts, *ends[1:]}):
+        i = bisect.bisect_right(starts, at) - 1
+        written = i >= 0 and at < writes[i][1]
+        points.append((at, writes[i][2] if written else names[bisect.bisect_right(offsets, at) - 1]))
+    return points
+
+
+def printed_by(found: list[Span], lines: list[int]) -> int | None:
+    """Which line a write of another process counts for, of the lines of its frames in the
+    snippet's file (innermost first): the innermost that lies inside a section. None where none
+    does: the write then counts for the main's statement, like bytes that no frame wrote.
+
+    The main counts a line for its top-level statement, the cell a reader runs. A rank has none:
+    ``mp.spawn`` called a function. Code outside every section is on no page: the glue that
+    ``mp.spawn`` calls, or a helper that prints on its caller's behalf (``in_rank_order`` in
+    ddp.py and tensor_parallel.py). The innermost frame in a section is the code on the page
+    that printed the line: ``check_training`` in fsdp.py's ``check``, ``train`` in ddp.py's
+    ``train`` while its ``in_rank_order`` prints. A child forked from a main statement keeps a
+    copy of the main's frames outermost: its own function comes first when it lies in a section."""
+    return next((line for line in lines if any(s.start < line < s.end for s in found)), None)
 
 
 if __name__ == "__main__":  # python -m sitebuild.attribution x.py: with $SNIPPET_ATTRIBUTION set, records

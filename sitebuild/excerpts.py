@@ -68,7 +68,9 @@ def attributed(stdout: str, sections) -> bool:
 
 
 def lines_of(stdout: str, sections, wanted: list[str]) -> str | None:
-    """The lines printed while one of ``wanted`` ran, in order; None without an attribution."""
+    """The lines printed while one of ``wanted`` ran, in order, without the blank lines at either
+    end (a print's leading ``\\n`` that parts it from the section before, in the whole output);
+    None without an attribution."""
     if not attributed(stdout, sections):
         return None
     lines, kept, start = stdout.splitlines(), [], 0
@@ -76,4 +78,4 @@ def lines_of(stdout: str, sections, wanted: list[str]) -> str | None:
         if name in wanted:
             kept += lines[start:start + count]
         start += count
-    return "\n".join(kept)
+    return "\n".join(kept).strip("\n")

@@ -22,7 +22,7 @@ from pathlib import Path
 from sitebuild import snippets
 from sitebuild.snippets import ROOT, Result, options
 
-FORMAT = 3  # bump when the cached result's layout changes (3: the attribution, sections)
+FORMAT = 4  # bump when the cached result's layout or meaning changes (3: the attribution, sections; 4: ranks' lines their own)
 _memo: dict[tuple[str, str], Result] = {}  # (cache folder, key) -> this process's result
 
 

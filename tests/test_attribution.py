@@ -20,6 +20,8 @@ from sitebuild import attribution, forkserver, results, snippets
 # Prints from the main process, from a helper defined in another section, from two spawned ranks,
 # from a subprocess and from C, with setup between sections and an ``if __name__`` block that holds
 # two sections. The ranks import the file as __mp_main__: the module-level prints are the main's only.
+# A helper's line counts for the main's statement that called it; a rank's for the section of the
+# function that printed it (helpers), not for the mp.spawn that the main is in (ranks).
 EVERYWHERE = textwrap.dedent('''\
     """Prints from everywhere."""
     import ctypes
@@ -89,7 +91,7 @@ def expected_everywhere(folder: Path) -> tuple[str, list[list]]:
              "printf from C",
              "rank 0 of 2", "rank 1 of 2", "ranks joined",
              "in the last section", "after the last section, in the __main__ block", "no line break at the end"]
-    return "\n".join(lines), [[None, 1], ["helpers", 2], ["main", 4], ["ranks", 3], ["last", 3]]
+    return "\n".join(lines), [[None, 1], ["helpers", 2], ["main", 4], ["helpers", 2], ["ranks", 1], ["last", 3]]
 
 
 def run(path: Path, preloaded: bool = False) -> snippets.Result:
@@ -125,6 +127,67 @@ def test_fresh_and_forked_runs_attribute_every_line_alike_and_print_what_python_
     python = plain(snippet)
     assert python.returncode == 0 and b"\r" not in python.stdout
     assert python.stdout == fresh.stdout.encode("utf-8")  # decoding lost nothing: the same bytes
+
+
+# Two processes that write many lines at once, one spawned and one forked, each from a function of
+# its own section through a helper outside every section (as ddp.py's in_rank_order), while the main
+# waits in a third. Without torch, so that a spawned rank starts in milliseconds; what
+# torch.multiprocessing.spawn starts is multiprocessing's spawn (EVERYWHERE).
+CONCURRENT = textwrap.dedent('''\
+    import multiprocessing
+    import os
+    import sys
+    import time
+
+    LINES = 400
+    HERE = os.path.dirname(__file__)
+
+    # --8<-- [start:spawned]
+    def spawned():
+        write("spawned")
+    # --8<-- [end:spawned]
+
+    # --8<-- [start:forked]
+    def forked():
+        write("forked")
+    # --8<-- [end:forked]
+
+    def write(who):
+        open(os.path.join(HERE, who), "w").close()
+        while not all(os.path.exists(os.path.join(HERE, name)) for name in ("spawned", "forked")):
+            time.sleep(0.001)  # both start writing together
+        for i in range(LINES):
+            sys.stdout.write(f"{who} {i} " + "x" * (i % 97) + "\\n")
+            time.sleep(0)  # the other one's turn, if it wants one
+
+    # --8<-- [start:launch]
+    if __name__ == "__main__":
+        ranks = [multiprocessing.get_context("spawn").Process(target=spawned),
+                 multiprocessing.get_context("fork").Process(target=forked)]
+        for rank in ranks:
+            rank.start()
+        for rank in ranks:
+            rank.join()
+        print("joined", [rank.exitcode for rank in ranks])
+    # --8<-- [end:launch]
+''')
+
+
+@pytest.mark.reads("sitebuild")
+@pytest.mark.parametrize("preloaded", [False, True], ids=["fresh", "forked"])
+def test_lines_that_ranks_write_at_once_stay_whole_each_under_the_section_that_wrote_it(tmp_path, preloaded):
+    if preloaded and not forkserver.AVAILABLE:
+        pytest.skip(f"no fork server on {sys.platform}")
+    snippet = tmp_path / "at_once.py"
+    snippet.write_text(CONCURRENT, encoding="utf-8")
+    result = run(snippet, preloaded=preloaded)
+    assert result.ok, result.failure()
+    lines = result.stdout.splitlines()
+    expected = [f"{who} {i} " + "x" * (i % 97) for who in ("spawned", "forked") for i in range(400)]
+    assert sorted(lines) == sorted(expected + ["joined [0, 0]"])  # every line whole
+    assert sum(count for _, count in result.sections) == len(lines)
+    names = [name for name, count in result.sections for _ in range(count)]
+    assert names == [line.split(" ")[0] if line[0] in "sf" else "launch" for line in lines]
 
 
 EDGES = textwrap.dedent('''\
@@ -223,6 +286,9 @@ def test_a_stdout_without_an_offset_gives_no_attribution_and_the_same_output(tmp
 def test_offsets_that_do_not_fit_the_output_give_no_attribution():
     raw = b"one\ntwo\n"
     assert attribution.attribute(raw, "one\ntwo\n", [(4, "b")], "utf-8") == [[None, 1], ["b", 1]]
+    assert attribution.attribute(raw, "one\ntwo\n", [(4, "b")], "utf-8", [(0, 4, "w")]) == [["w", 1], ["b", 1]]
+    assert attribution.attribute(raw, "one\ntwo\n", [], "utf-8", [(2, 5, "w"), (0, 3, "v")]) == []  # writes overlap
+    assert attribution.attribute(raw, "one\ntwo\n", [], "utf-8", [(4, 9, "w")]) == []  # past the end
     assert attribution.attribute(raw, "one\ntwo\n", [(9, "b")], "utf-8") == []  # past the end
     assert attribution.attribute(raw, "one\ntwo\n", [(4, "b"), (2, "c")], "utf-8") == []  # fd 1 moved back
     assert attribution.attribute(raw, "other\n", [(4, "b")], "utf-8") == []  # not this output
@@ -260,6 +326,8 @@ def test_a_statement_maps_to_its_innermost_section_or_the_nearest_before_it():
     expected = {1: None, 3: "outer", 5: "inner", 7: "outer", 9: "outer", 11: "second", 14: "second", 16: "second",
                 19: "second", 21: "open"}
     assert {line: attribution.section_at(found, line) for line in expected} == expected
+    # a rank's write, its frames' lines innermost first: the innermost inside a section, else none
+    assert attribution.printed_by(found, [9, 5, 3, 1]) == 5 and attribution.printed_by(found, [9, 1]) is None
 
 
 def test_statements_inside_top_level_blocks_are_marked_but_not_function_bodies():
