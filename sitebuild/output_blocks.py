@@ -11,7 +11,9 @@ output of the whole script with one line of its own::
 
 That line becomes this build's output and provenance, followed by one tab per
 hardware record (``records/*.json``, see sitebuild/records.py) whose entry for the
-snippet is current; ``<!-- snippet-provenance -->`` becomes the "Verified on" matrix.
+snippet is current or failed, and one for a device whose entries are all stale: its newest,
+labelled as the run of an earlier version (``with_tabs``); ``<!-- snippet-provenance -->``
+becomes the "Verified on" matrix.
 The results come from ``sitebuild.results``: read from its disk cache, or run on
 first use. A failed snippet stops the page with its stderr. Under `mkdocs serve`
 (sitebuild/background.py) nothing runs here: a result still running is a placeholder,
@@ -47,6 +49,7 @@ multiprocessing), and run again on every prose-only rebuild.
 
 from __future__ import annotations
 
+import os
 import re
 from functools import lru_cache
 
@@ -66,14 +69,16 @@ LABELS = {
     "en": {"output": "Output", "ran": "Ran in this build on", "no_output": "(no output)",
            "build": "This build", "recorded": "Recorded on", "failed": "Failed: exit code",
            "snippet": "Snippet", "current": "✓", "stale": "stale", "missing": "not in this record",
-           "cut": "not run: time budget", "prefixes": {},
+           "cut": "not run: time budget", "prefixes": {}, "earlier": "an earlier version of this script",
+           "earlier_note": "A run of an earlier version of this script, on {day}. Changed since: {files}.",
            "changed": "changed since", "driver": "driver", "colon": ": ",
            "pending": "running…", "whole": "The whole output", "running": "running… {path} (this page reloads when it is done)",
            "broke": "{path} failed; `mkdocs build --strict` stops on it. The end of its stderr:"},
     "zh": {"output": "输出", "ran": "本次构建实际运行于", "no_output": "（无输出）",
            "build": "本次构建", "recorded": "记录于", "failed": "运行失败：退出码",
            "snippet": "示例", "current": "✓", "stale": "已过期", "missing": "不在此记录中",
-           "cut": "未运行：时间预算用完", "prefixes": {"cpu: ": "CPU：", "mps: ": "MPS："},
+           "cut": "未运行：时间预算用完", "prefixes": {"cpu: ": "CPU：", "mps: ": "MPS："}, "earlier": "本脚本的旧版本",
+           "earlier_note": "这是本脚本旧版本的一次运行（{day}）。此后改动的文件：{files}。",
            "changed": "此后改动的文件", "driver": "驱动", "colon": "：",
            "pending": "运行中…", "whole": "完整输出", "running": "运行中…{path}（运行结束后本页会自动刷新）",
            "broke": "{path} 运行失败，`mkdocs build --strict` 会因此中止。其 stderr 的末尾："},
@@ -142,6 +147,30 @@ def record_label(rec: records.Record, labels: dict = LABELS["en"]) -> str:
     return f"{device(rec.machine['device'], labels)} · {rec.recorded}"
 
 
+def tab_label(rec: records.Record, path: str, labels: dict) -> str:
+    """A record's tab label; a stale entry's says so in words, and in a style of its own
+    (``.snippet-stale``, docs/assets/site.css), so that it never looks like a current tab."""
+    if rec.status(path)[0] != "stale":
+        return record_label(rec, labels)
+    return f"*{record_label(rec, labels)} · {labels['earlier']}*{{: .snippet-stale }}"
+
+
+def history(path: str, day: str) -> str:
+    """``path`` as a Markdown code span; with a GitHub ``REPO_URL``, a link to the commits that
+    changed it from ``day`` on (GitHub's commits view filters by ``since``). ``path`` passed the
+    record's contract: a plain relative path, nothing that can break out of the link."""
+    repo = os.environ.get("REPO_URL", "").rstrip("/")
+    if not repo.startswith("https://github.com/"):
+        return f"`{path}`"
+    return f"[`{path}`]({repo}/commits/main/{path}?since={day})"
+
+
+def earlier_note(rec: records.Record, path: str, labels: dict) -> str:
+    """Above a stale entry's output: that it ran other code, and which files changed since."""
+    files = ", ".join(history(f, rec.recorded) for f in rec.status(path)[1])
+    return f"{labels['earlier_note'].format(day=rec.recorded, files=files)}\n{{: .snippet-stale-note }}"
+
+
 def record_provenance(rec: records.Record, labels: dict) -> str:
     m = rec.machine
     return (f"{labels['recorded']} {device(m['device'], labels)} · torch {inline(m['torch'])} · "
@@ -160,8 +189,8 @@ def with_provenance(body: str, line: str) -> str:
 
 
 def record_tab(rec: records.Record, path: str, labels: dict, text: str | None = None) -> str:
-    """A current record entry as tab content: its output (or ``text``, an excerpt's part of
-    it), or its failure."""
+    """A record entry as tab content: its output (or ``text``, an excerpt's part of it), or its
+    failure; a stale entry's under a note that it ran an earlier version."""
     entry = rec.snippets[path]
     if entry["returncode"] == 0:
         shown = entry["stdout"] if text is None else text
@@ -169,15 +198,31 @@ def record_tab(rec: records.Record, path: str, labels: dict, text: str | None = 
     else:
         body = (f"**{labels['failed']} {entry['returncode']}**\n\n"
                 + text_block(entry["stderr_tail"].rstrip() or "(empty)", f"stderr · {path}"))
+    if rec.status(path)[0] == "stale":
+        body = f"{earlier_note(rec, path, labels)}\n\n{body}"
     return with_provenance(body, record_provenance(rec, labels))
 
 
+def with_tabs(path: str, recs: list[records.Record]) -> list[records.Record]:
+    """The records that get a tab in the whole output: each current or failed entry; and, so
+    that a page never loses what a machine showed, the newest stale entry of each device that
+    has no current or failed one."""
+    states = [(r, r.machine["device"], r.status(path)[0]) for r in recs]  # recs: newest first
+    covered = {name for _, name, state in states if state in ("current", "failed")}
+    shown = []
+    for r, name, state in states:
+        if state in ("current", "failed") or (state == "stale" and name not in covered):
+            shown.append(r)
+            covered.add(name)
+    return shown
+
+
 def output_block(path: str, found: Result | None, labels: dict, recs: list[records.Record]) -> str:
-    """This build's output first; then one tab per record whose entry is current or failed."""
+    """This build's output first; then one tab per record that ``with_tabs`` names."""
     ours = (not_yet(path, found, labels) if found is None or not found.ok else
             with_provenance(text_block(found.stdout.rstrip() or labels["no_output"], f"{labels['output']} · {found.path}"),
                             build_provenance(found, labels)))
-    shown = [(r, record_tab(r, path, labels)) for r in recs if r.status(path)[0] in ("current", "failed")]
+    shown = [(tab_label(r, path, labels), record_tab(r, path, labels)) for r in with_tabs(path, recs)]
     return tabbed(ours, shown, labels)
 
 
@@ -185,7 +230,9 @@ def excerpt_block(path: str, part: list[str], found: Result | None, labels: dict
                   recs: list[records.Record]) -> str:
     """The lines printed while these sections ran: this build's, then each current record's
     that carries an attribution. Empty where the build's run has none (the whole output is
-    then shown once, at the output line) or where nobody's run printed anything here."""
+    then shown once, at the output line) or where nobody's run printed anything here. A stale
+    entry stays in the whole output: its sections are those of an earlier version, and its
+    lines under today's code would say that this code printed them."""
     ours = excerpts.lines_of(found.stdout, found.sections, part) if found is not None and found.ok else None
     if ours is None:
         return ""
@@ -196,13 +243,14 @@ def excerpt_block(path: str, part: list[str], found: Result | None, labels: dict
         return ""
     title = f"{labels['output']} · {path}:{','.join(part)}"
     block = with_provenance(text_block(ours or labels["no_output"], title), build_provenance(found, labels))
-    return tabbed(block, [(r, record_tab(r, path, labels, text)) for r, text in theirs], labels)
+    return tabbed(block, [(record_label(r, labels), record_tab(r, path, labels, text)) for r, text in theirs], labels)
 
 
-def tabbed(ours: str, shown: list[tuple[records.Record, str]], labels: dict) -> str:
+def tabbed(ours: str, shown: list[tuple[str, str]], labels: dict) -> str:
+    """This build's block, and beside it a tab per (label, body) of ``shown``."""
     if not shown:
         return ours + "\n"
-    tabs = [(labels["build"], ours)] + [(record_label(r, labels), body) for r, body in shown]
+    tabs = [(labels["build"], ours)] + shown
     return "\n".join(f'=== "{label}"\n\n' + indent(body) + "\n" for label, body in tabs)
 
 

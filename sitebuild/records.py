@@ -6,6 +6,8 @@
     python3 -m sitebuild.records --out DIR --budget 480
                                    # a lent machine: the record and failures.txt in DIR,
                                    # and only what fits in 480 s (what does not is left out)
+    python3 -m sitebuild.records --dry-run [--device "NVIDIA H200"]
+                                   # the order a run would take, and why; nothing runs
     python3 -m sitebuild.records add FILE...
                                    # records made elsewhere, merged by machine and day
 
@@ -31,7 +33,13 @@ printed (sitebuild/attribution.py), so that a record's tab stands under the righ
 (sitebuild/excerpts.py); a record without it shows its output in the page's whole output only.
 
 An entry is *current* while every file in its ``sources`` still has that hash, and
-*stale* once one changed or is gone; stale entries are listed, never shown as output.
+*stale* once one changed or is gone. A page shows a stale entry only where its device has
+no current or failed one, labelled as the run of an earlier version, with the files changed
+since, and in its whole output only, never under an excerpt (sitebuild/output_blocks.py).
+
+A lent machine's minutes go where they show most (``plan``, ``--dry-run``), and ``add``
+merges a record into the one of the same machine and day keeping the better run of each
+snippet (``best``).
 
 **A record is untrusted input**: it arrives by pull request, from a reader's Colab run or
 from a runner, and a diff of a few hundred lines of output is easy to approve unread. So
@@ -78,6 +86,12 @@ MARKUP = set("<>`|")  # never in a machine field: it becomes tab labels and tabl
 TEXT_CONTROLS = set("\n\t\x1b")  # in outputs: line breaks, tabs, terminal colours (Numba's warnings)
 PLAIN_PATH = re.compile(r"(?:[A-Za-z0-9_-]+/)*[A-Za-z0-9_-]+\.py")  # snippets/x/y.py: no "..", no "/" first
 FIGURE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*\.svg")
+# The order of a run (``plan``): what one device's records hold of a snippet, most wanted first.
+PLAN = {"never": "never recorded on {device}", "stale": "stale on {device}",
+        "failed": "failed on {device}", "current": "current on {device}"}
+CUDA = re.compile(r"\bcuda\b")
+MEASURES = re.compile(r"perf_counter|benchmark\.Timer|\bTimer\(|elapsed_time|torch\.profiler|"
+                      r"memory_allocated|memory_reserved|max_memory")
 
 
 class RecordError(ValueError):
@@ -97,17 +111,23 @@ class Record:
     snippets: dict
     left_out: list = field(default_factory=list)  # snippets a time budget kept from running
 
-    def status(self, path: str, root: Path = snippets.ROOT) -> tuple[str, list[str]]:
+    def status(self, path: str, root: Path | None = None) -> tuple[str, list[str]]:
         """('current' | 'failed' | 'stale' | 'missing' | 'cut', files changed since the run);
         'cut': the record's time budget ran out before the snippet ran, or while it ran."""
         entry = self.snippets.get(path)
         if entry is None:
             return ("cut" if path in self.left_out else "missing"), []
-        changed = [f for f, digest in entry["sources"].items()
-                   if not (root / f).is_file() or snippets.sha256(root / f) != digest]
-        if changed:
-            return "stale", changed
+        if found := changed(entry, root):
+            return "stale", found
         return ("current" if entry["returncode"] == 0 else "failed"), []
+
+
+def changed(entry: dict, root: Path | None = None) -> list[str]:
+    """The files of an entry's ``sources`` that changed or are gone since it ran (under ``root``,
+    by default the repository's, read when called)."""
+    root = root or snippets.ROOT
+    return [f for f, digest in entry["sources"].items()
+            if not (root / f).is_file() or snippets.sha256(root / f) != digest]
 
 
 def problems(data) -> list[str]:
@@ -227,6 +247,36 @@ def load(folder: Path = RECORDS) -> list[Record]:
     return sorted(found, key=lambda r: (r.recorded, r.name), reverse=True)
 
 
+def measures_gpu(path: Path) -> bool:
+    """Whether the snippet's own code uses CUDA and a clock, the profiler or a memory counter:
+    then only a GPU prints the numbers its page is about, and a CPU build shows none of them."""
+    text = path.read_text(encoding="utf-8")
+    return bool(CUDA.search(text) and MEASURES.search(text))
+
+
+def standing(path: str, recs: list[Record]) -> str:
+    """What ``recs`` (one device's records) hold of ``path`` at best: 'current', 'failed',
+    'stale', or 'never' (no entry, or one its time budget cut)."""
+    found = {rec.status(path)[0] for rec in recs}
+    return next((state for state in reversed(PLAN) if state in found), "never")
+
+
+def plan(device: str, recs: list[Record]) -> list[tuple[Path, str]]:
+    """Every snippet in the order a run on ``device`` takes it, with the reason for its place.
+
+    A lent GPU's minutes go first where its kind of GPU (the same ``device`` in any record)
+    has shown nothing: never recorded, then stale, then failed (today's code, which will likely
+    fail the same way), then current. Within each, the snippets that measure on the GPU
+    (``measures_gpu``) come first; otherwise in path order."""
+    mine = [rec for rec in recs if rec.machine["device"] == device]
+    ranked = []
+    for path in snippets.discover():
+        state, gpu = standing(snippets.relative(path), mine), measures_gpu(path)
+        reason = PLAN[state].format(device=device) + ("; measures on the GPU" if gpu else "")
+        ranked.append(((list(PLAN).index(state), not gpu), path, reason))
+    return [(path, reason) for _, path, reason in sorted(ranked, key=lambda r: r[0])]
+
+
 def entry(result: snippets.Result, path: Path, figures: Path) -> dict:
     kept = [f for f in result.figures
             if f.endswith(".svg") and (figures / f).stat().st_size < FIGURE_LIMIT]
@@ -240,10 +290,11 @@ def entry(result: snippets.Result, path: Path, figures: Path) -> dict:
 def record(folder: Path = RECORDS, budget: float | None = None) -> tuple[Path, list[str]]:
     """Run every snippet here and write ``<folder>/<machine>.json``; return it and what was left out.
 
-    With ``budget`` (seconds for all snippets together, as on a lent machine), a snippet
-    runs only while time is left, its timeout cut to what is left. One that never ran,
-    or was cut short, is left out of the record, so the pages show it as not recorded
-    rather than failed, and is named in the list returned.
+    The snippets run in ``plan``'s order, what this kind of machine has not shown first. With
+    ``budget`` (seconds for all snippets together, as on a lent machine), a snippet runs only
+    while time is left, its timeout cut to what is left. One that never ran, or was cut short,
+    is left out of the record, so the pages show it as not recorded rather than failed, and is
+    named in the list returned.
     """
     machine = snippets.machine()
     day = date.today().isoformat()
@@ -251,7 +302,7 @@ def record(folder: Path = RECORDS, budget: float | None = None) -> tuple[Path, l
     shutil.rmtree(folder / name, ignore_errors=True)
     deadline = time.monotonic() + budget if budget else None
     results, left_out, cut = {}, [], []
-    for path in snippets.discover():
+    for path, _ in plan(machine["device"], load()):
         own = snippets.options(path)[0]
         slot = own if deadline is None else min(own, int(deadline - time.monotonic()))
         if slot < MIN_SLOT:
@@ -272,7 +323,8 @@ def record(folder: Path = RECORDS, budget: float | None = None) -> tuple[Path, l
         state = "ok" if result.ok else f"FAILED ({result.why()})"
         print(f"{result.seconds:7.1f} s  {result.path}  {state}", flush=True)
     file = folder / f"{name}.json"
-    write(file, {"machine": machine, "recorded": day, "snippets": results, "left_out": cut})
+    write(file, {"machine": machine, "recorded": day, "snippets": dict(sorted(results.items())),
+                 "left_out": sorted(cut)})
     return file, left_out
 
 
@@ -284,7 +336,7 @@ def write(file: Path, data: dict):
 def merged(old: dict | None, new: dict, source: str) -> dict:
     """``new``'s entries added to ``old``'s: the same machine and day, no entry of ``old`` lost.
 
-    A snippet in both keeps ``new``'s entry, the later run. Two runs that differ in any
+    A snippet in both keeps the better entry (``best``). Two runs that differ in any
     machine field (another torch, driver or Python on the same device and day) are two
     machines, and one file cannot hold both: that is an error, never a silent choice.
     """
@@ -296,9 +348,26 @@ def merged(old: dict | None, new: dict, source: str) -> dict:
         raise RecordError(f"{source}: its machine differs from the record already kept for "
                           f"{slug(new['machine']['device'], new['recorded'])} in {', '.join(differ)}; "
                           "record that machine on another day, or remove the older file first")
-    entries = {**old["snippets"], **new["snippets"]}
+    entries = {**old["snippets"],
+               **{path: best(old["snippets"].get(path), e)[0] for path, e in new["snippets"].items()}}
     cut = sorted({*old.get("left_out", []), *new.get("left_out", [])} - set(entries))
-    return {**old, "snippets": entries, "left_out": cut}
+    return {**old, "snippets": dict(sorted(entries.items())), "left_out": cut}
+
+
+def best(old: dict | None, new: dict) -> tuple[dict, str]:
+    """Of two runs of one snippet on one machine and day, the entry a record keeps, and why
+    when it is ``old``: a run of today's code over a run of an earlier version, whatever either
+    printed (a stale run says nothing of today's code); of two runs of the same code, a pass
+    over a failure, which on a lent machine is more often the machine (its memory taken, a
+    package missing) than the code, and stays in that run's failures.txt; otherwise the later
+    run, ``new``."""
+    if old is None:
+        return new, ""
+    if changed(new) and not changed(old):
+        return old, "it ran today's code, this one an earlier version"
+    if old["sources"] == new["sources"] and old["returncode"] == 0 != new["returncode"]:
+        return old, f"it passed, this run of the same code failed (exit code {new['returncode']})"
+    return new, ""
 
 
 def add(file: Path, folder: Path = RECORDS) -> Path:
@@ -311,17 +380,22 @@ def add(file: Path, folder: Path = RECORDS) -> Path:
     target = folder / f"{name}.json"
     old = json.loads(target.read_text(encoding="utf-8")) if target.is_file() else None
     combined = merged(old, data, file.name)
+    kept = old["snippets"] if old else {}
+    for path, entry in data["snippets"].items():
+        if why := best(kept.get(path), entry)[1]:
+            print(f"{path}: kept the entry already in {target.name}: {why}")
+    taken = {path: e for path, e in data["snippets"].items() if combined["snippets"][path] is e}
     if file.with_suffix("").resolve() != (folder / name).resolve():
-        copy_figures(data, file.with_suffix(""), folder / name)
+        copy_figures(taken, file.with_suffix(""), folder / name)
     write(target, combined)
     read(target)
     return target
 
 
-def copy_figures(data: dict, source: Path, target: Path):
-    """The figures the record names, and nothing else of the folder beside it: no other
-    file, no link (whose target could lie anywhere), nothing over ``FIGURE_LIMIT``."""
-    for path, entry in data["snippets"].items():
+def copy_figures(entries: dict, source: Path, target: Path):
+    """The figures the entries name (those the merge took), and nothing else of the folder beside
+    it: no other file, no link (whose target could lie anywhere), nothing over ``FIGURE_LIMIT``."""
+    for path, entry in entries.items():
         page = path.removeprefix("snippets/").removesuffix(".py")
         for figure in entry["figures"]:
             found = source / page / figure
@@ -360,14 +434,25 @@ def summary(rec: Record) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python3 -m sitebuild.records", usage=(
         "python3 -m sitebuild.records [--out DIR] [--budget SECONDS]\n"
+        "       python3 -m sitebuild.records --dry-run [--device NAME]\n"
         "       python3 -m sitebuild.records add FILE [FILE ...]"), description=(
-        "Run every snippet and write records/<device>-<date>.json; or, with `add FILE...`, "
-        "add records made elsewhere (a notebook's, a lent machine's) to records/, merging those "
-        "of the same machine and day: no entry already kept is lost, a snippet in both keeps "
-        "the later run. A record that breaks the contract is refused, naming its file and field."))
+        "Run every snippet and write records/<device>-<date>.json, what this kind of machine has "
+        "not recorded first (never, then stale, then failed, then current; those that measure on "
+        "the GPU first within each); or, with `add FILE...`, add records made elsewhere (a "
+        "notebook's, a lent machine's) to records/, merging those of the same machine and day: "
+        "no entry already kept is lost, and a snippet in both keeps a run of today's code over "
+        "an earlier version's, a pass over a failure of the same code, else the later run. A "
+        "record that breaks the contract is refused, naming its file and field."))
     parser.add_argument("--out", type=Path, help="where to write the record and failures.txt (default: records/)")
     parser.add_argument("--budget", type=float, help="seconds for all snippets together; what does not fit is left out")
+    parser.add_argument("--dry-run", action="store_true", help="print the order of the runs and why; run nothing")
+    parser.add_argument("--device", help="with --dry-run: the order on this device (default: this machine's)")
     args, rest = parser.parse_known_args(argv)
+    if args.dry_run:
+        device = args.device or snippets.machine()["device"]
+        for number, (path, reason) in enumerate(plan(device, load()), 1):
+            print(f"{number:3}. {snippets.relative(path):45} {reason}")
+        return 0
     if rest[:1] == ["add"] and len(rest) > 1:
         for file in rest[1:]:
             try:

@@ -517,3 +517,28 @@ def test_output_tabs_show_the_build_then_each_record(tab, server, lang):
     assert provenance.inner_text().startswith(f"{labels['recorded']} {output_blocks.device(shown[0].machine['device'], labels)}")
     ARTIFACTS.mkdir(exist_ok=True)
     tabs.screenshot(path=str(ARTIFACTS / f"record-tabs-{lang}.png"))
+
+
+@pytest.mark.parametrize("lang", [visiting(lang, home(lang) + "compile/torch_compile/") for lang in ("en", "zh")])
+def test_a_stale_tab_says_what_it_is_whole_on_a_phone(tab, server, lang):
+    """A record's tab for an earlier version of the script: its label, in words and a dashed
+    frame, fits a 360-pixel screen whole once chosen, and a note above its output says the same."""
+    path = "snippets/compile/torch_compile.py"
+    if not any(r.status(path)[0] == "stale" for r in output_blocks.with_tabs(path, records.load())):
+        pytest.skip(f"no record holds an earlier version of {path} alone: no stale tab to show")
+    labels = output_blocks.LABELS[lang]
+    tab.set_viewport_size({"width": 360, "height": 640})
+    tab.goto(server + home(lang) + "compile/torch_compile/", wait_until="networkidle")
+    tab.locator("details summary").filter(has_text=labels["whole"]).click()
+    label = tab.locator(".tabbed-labels label:has(.snippet-stale)")
+    label.click()
+    tab.wait_for_timeout(500)  # Material scrolls the row of tabs to the chosen one
+    box, row = label.bounding_box(), label.locator("xpath=..").bounding_box()
+    assert labels["earlier"] in label.inner_text() and row["x"] - 1 <= box["x"] and box["x"] + box["width"] <= min(
+        row["x"] + row["width"], 360) + 1, f"the label is cut: {box} in {row}"
+    assert label.evaluate("l => getComputedStyle(l).borderTopStyle") == "dashed"
+    note = tab.locator(".tabbed-block:visible .snippet-stale-note")
+    assert note.is_visible() and note.inner_text().startswith(labels["earlier_note"].split("{")[0])
+    label.evaluate("l => { l.scrollIntoView({block: 'start'}); window.scrollBy(0, -90); }")  # below the header
+    ARTIFACTS.mkdir(exist_ok=True)
+    tab.screenshot(path=str(ARTIFACTS / f"stale-tab-{lang}.png"))

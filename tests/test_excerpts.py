@@ -52,6 +52,8 @@ def test_each_section_gets_the_lines_printed_while_it_ran():
     assert excerpts.lines_of(STDOUT, SECTIONS, ["create"]) == "created 1\ncreated 2"
     assert excerpts.lines_of(STDOUT, SECTIONS, ["create", "dtype"]) == "created 1\ncreated 2\ntyped"
     assert excerpts.lines_of(STDOUT, SECTIONS, ["nowhere"]) == ""
+    # a blank line that parts two tables in the whole output is not an excerpt's first line
+    assert excerpts.lines_of("a\n\nb\n\n", [["x", 1], ["y", 3]], ["y"]) == "b"
     for broken in ([], [["create", 3]], [["create", "2"]], [("create", 4)], None, [[None, True], ["x", 3]]):
         assert excerpts.lines_of(STDOUT, broken, ["create"]) is None, broken
 
@@ -92,6 +94,20 @@ def test_a_record_s_tab_stands_under_the_excerpt_only_where_it_carries_an_attrib
     texts = code_texts(html)
     assert texts.index("gpu created") < texts.index("typed") < texts.index("gpu typed")
     assert "old" in texts and html.count("Old GPU · 2026-12-02") == 1  # the whole output's tab only
+
+
+def test_a_stale_record_s_tab_stays_in_the_whole_output_with_its_label_even_with_sections(monkeypatch):
+    """Its sections were named by an earlier version of the script: its lines under today's
+    code would say that this code printed them."""
+    stale = records.Record("gpu", MACHINE, "2026-12-03", {PATH: {
+        **entry(stdout="gpu setup\ngpu created\ngpu typed\n"), "sources": {PATH: "0" * 64},
+        "sections": [[None, 1], ["create", 1], ["dtype", 1]]}})
+    html = rendered(monkeypatch, build(SECTIONS), [stale])
+    texts = code_texts(html)
+    assert "gpu created" not in texts and "gpu setup\ngpu created\ngpu typed" in texts
+    whole = html[html.index("<details"):]
+    assert f"NVIDIA H200 · 2026-12-03 · {output_blocks.LABELS['en']['earlier']}</em>" in whole
+    assert html.count('class="snippet-stale"') == 1 and html.count('class="snippet-stale-note"') == 1
 
 
 def test_an_excerpt_that_printed_nothing_gets_no_block(monkeypatch):

@@ -219,6 +219,23 @@ def test_a_machine_field_stays_text_in_tab_labels_provenance_lines_and_the_matri
     assert text.rstrip().endswith("After.")
 
 
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("case", LABELS)
+def test_a_stale_entry_stays_text_in_its_label_note_and_output(tmp_path, render, monkeypatch, case, lang):
+    """The stale tab wraps the device in emphasis and links each changed file: neither may let
+    a machine field or an output out of its text."""
+    monkeypatch.setenv("REPO_URL", "https://github.com/owner/site")
+    device, payload = LABELS[case], "".join(OUTPUTS.values())
+    stale = {**entry(stdout=payload), "sources": {PATH: "0" * 64, "snippets/gone.py": "0" * 64}}
+    recs = shown(tmp_path, data({**MACHINE, "device": device}, **{PATH: stale}))
+    found, text = problems(render(f"<!-- output: {PATH} -->\n\nAfter.\n", recs, "ok\n", lang, monkeypatch))
+    labels = output_blocks.LABELS[lang]
+    assert found == [], f"{case}: live markup {found}"
+    assert f"{device} · 2026-12-03 · {labels['earlier']}" in text and payload.strip() in text
+    assert labels["earlier_note"].format(day="2026-12-03", files=f"{PATH}, snippets/gone.py") in text
+    assert text.rstrip().endswith("After.")
+
+
 def test_todays_labels_are_written_as_they_were():
     """Plain text needs no escape: today's records keep their Markdown, and so their HTML."""
     for rec in records.load():

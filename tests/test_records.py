@@ -117,6 +117,8 @@ def test_a_budget_leaves_out_what_does_not_fit_and_says_so(tmp_path, patch_snipp
     patch_snippets.setattr(snippets, "discover", lambda: sorted(tmp_path.glob("*.py")))
     patch_snippets.setattr(records, "MIN_SLOT", 1)
     patch_snippets.setattr(records, "slug", lambda device, day: "lent-gpu-" + day)
+    committed, real = records.RECORDS, records.load  # whose names the patched slug would refuse
+    patch_snippets.setattr(records, "load", lambda folder=committed: [] if folder == committed else real(folder))
     out = tmp_path / "out"
     assert records.main(["--out", str(out), "--budget", "3"]) == 0
     (rec,) = records.load(out)
@@ -158,17 +160,46 @@ def fake_build():
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
-def test_output_tabs_show_current_and_failed_records_only(fake_build, lang):
+def test_output_tabs_show_current_failed_and_labelled_stale_records(fake_build, lang, monkeypatch):
+    """A stale entry keeps its tab, labelled and styled as the run of an earlier version, under
+    a note naming the files changed since; a failed one stays a failure."""
+    monkeypatch.delenv("REPO_URL", raising=False)
     ours, made = fake_build
     labels = output_blocks.LABELS[lang]
     block = output_blocks.output_block(ours[1].path, ours[1], labels, made)
     tabs = [line for line in block.splitlines() if line.startswith("=== ")]
-    assert tabs == [f'=== "{labels["build"]}"', '=== "GPU A · 2026-12-03"', '=== "GPU B · 2026-12-03"']
+    assert tabs == [f'=== "{labels["build"]}"', '=== "GPU A · 2026-12-03"', '=== "GPU B · 2026-12-03"',
+                    f'=== "*GPU C · 2026-12-03 · {labels["earlier"]}*{{: .snippet-stale }}"']
     assert block.index("this build: snippets/pytorch/tensors.py") < block.index("from GPU A")
-    assert "from GPU C" not in block and f"{labels['failed']} 1" in block
-    assert "RuntimeError: CUDA error: injected" in block
+    assert f"{labels['failed']} 1" in block and "RuntimeError: CUDA error: injected" in block
+    note = labels["earlier_note"].format(day="2026-12-03", files="`snippets/pytorch/tensors.py`")
+    assert block.index(note + "\n    {: .snippet-stale-note }") < block.index("from GPU C"), "the note above the output"
     assert (f"{labels['recorded']} GPU A · torch 2.11.0+cu130 · CUDA 13.0 · "
             f"{labels['driver']} 580.95.05 · 2026-12-03") in block
+
+
+def test_a_stale_note_links_each_changed_file_s_history_on_github_only(fake_build, monkeypatch):
+    ours, made = fake_build
+    path, labels = ours[1].path, output_blocks.LABELS["en"]
+    monkeypatch.setenv("REPO_URL", "https://github.com/owner/site/")
+    link = f"[`{path}`](https://github.com/owner/site/commits/main/{path}?since=2026-12-03)"
+    assert labels["earlier_note"].format(day="2026-12-03", files=link) in output_blocks.output_block(
+        path, ours[1], labels, made)
+    monkeypatch.setenv("REPO_URL", "https://gitlab.com/owner/site")  # another host's history is elsewhere
+    assert f"`{path}`](" not in output_blocks.output_block(path, ours[1], labels, made)
+
+
+def test_a_stale_tab_is_shown_only_where_its_device_has_nothing_newer(fake_build):
+    """One tab per device at most for stale entries: the newest, and none beside a current or
+    failed entry of the same device, which says more of today's code."""
+    ours, made = fake_build
+    path, labels = ours[1].path, output_blocks.LABELS["en"]
+    stale = made[2].snippets[path]
+    older = records.Record("old", made[2].machine, "2026-11-30", {path: stale})
+    again = records.Record("new", made[0].machine, "2026-12-05", {path: stale})  # GPU A: current on 12-03
+    assert [r.name for r in output_blocks.with_tabs(path, [again, *made, older])] == ["r0", "r1", "r2"]
+    block = output_blocks.output_block(path, ours[1], labels, [again, *made, older])
+    assert block.count("{: .snippet-stale }") == 1 and "GPU C · 2026-11-30" not in block
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
@@ -221,17 +252,24 @@ def test_the_markdown_extension_refuses_what_it_cannot_show():
 
 
 def test_built_pages_show_each_current_record(site):
-    """Whatever records/ holds: current entries get a tab, stale ones do not."""
-    for rec in records.load():
+    """Whatever records/ holds: current and failed entries get a tab, and so does a stale one
+    where its device has nothing newer, labelled as an earlier version in both languages."""
+    recs = records.load()
+    for rec in recs:
         for page in en_pages():
             paths = outputs(page.read_text(encoding="utf-8"))
             if not paths:  # "Verified on" lists every record, with no output of its own
                 continue
-            expected = any(rec.status(path)[0] in ("current", "failed") for path in paths)
-            for lang, label in (("en", "Recorded on"), ("zh", "记录于")):
-                name = output_blocks.device(rec.machine["device"], output_blocks.LABELS[lang])
-                shown = f"{label} {name}" in visible_text(html_of(site, page, lang))
-                assert shown == expected, f"{page.relative_to(DOCS)} ({lang}): {rec.name}"
+            expected = [path for path in paths if rec in output_blocks.with_tabs(path, recs)]
+            stale = any(rec.status(path)[0] == "stale" for path in expected)
+            for lang in ("en", "zh"):
+                labels = output_blocks.LABELS[lang]
+                text = visible_text(html_of(site, page, lang))
+                name = output_blocks.device(rec.machine["device"], labels)
+                shown = f"{labels['recorded']} {name}" in text
+                assert shown == bool(expected), f"{page.relative_to(DOCS)} ({lang}): {rec.name}"
+                assert not stale or f"{name} · {rec.recorded} · {labels['earlier']}" in text, \
+                    f"{page.relative_to(DOCS)} ({lang}): {rec.name}'s stale tab is not labelled"
 
 
 def test_what_a_budget_cut_is_told_apart_from_what_the_record_never_had(fake_build):
@@ -263,3 +301,83 @@ def test_what_the_provenance_page_says_of_the_gpu_record_is_what_the_record_hold
     zh = (DOCS / "provenance.zh.md").read_text(encoding="utf-8")
     assert f"`records/{gpu.name}.json`, a run of all {runs} snippets" in en and f"in which all {passed} passed" in en
     assert f"把全部 {runs} 个示例各运行一遍" in zh and f"{passed} 个全部通过" in zh
+
+
+SCRIPTS = {  # a tree of snippets for the order of a lent GPU's runs (records.plan)
+    "a_plain.py": "print('a')\n", "b_timed.py": "# times cuda with time.perf_counter\nprint('b')\n",
+    "c_stale.py": "print('c')\n", "d_failed.py": "print('d')\n",
+    "e_timed.py": "# torch.cuda.max_memory_allocated\nprint('e')\n", "f_current.py": "print('f')\n",
+}
+
+
+@pytest.fixture
+def tree(tmp_path, patch_snippets):
+    """SCRIPTS as the repository's snippets, each appending its name to order.txt when run."""
+    for name, text in SCRIPTS.items():
+        (tmp_path / name).write_text(f"open({str(tmp_path / 'order.txt')!r}, 'a').write({name!r} + ' ')\n" + text)
+    patch_snippets.setattr(snippets, "ROOT", tmp_path)
+    patch_snippets.setattr(snippets, "discover", lambda: sorted(tmp_path.glob("*.py")))
+    return tmp_path
+
+
+def gpu_x(tmp_path) -> list[records.Record]:
+    """GPU X's records of SCRIPTS: c stale, d failed, e and f current (and e stale in an older
+    record); GPU Y's current entry of a counts for GPU Y only."""
+    now = {name: entry(name, root=tmp_path) for name in SCRIPTS}
+    stale = {name: {**e, "sources": {name: "0" * 64}} for name, e in now.items()}
+    x = {**MACHINE, "device": "GPU X"}
+    return [records.Record("x", x, "2026-12-04", {"c_stale.py": stale["c_stale.py"],
+                                                  "d_failed.py": {**now["d_failed.py"], "returncode": 1},
+                                                  "e_timed.py": now["e_timed.py"], "f_current.py": now["f_current.py"]}),
+            records.Record("x-old", x, "2026-12-01", {"e_timed.py": stale["e_timed.py"]}),
+            records.Record("y", {**MACHINE, "device": "GPU Y"}, "2026-12-04", {"a_plain.py": now["a_plain.py"]})]
+
+
+def test_a_lent_gpu_runs_what_its_kind_never_showed_first_and_a_dry_run_says_so(tree, monkeypatch, capsys):
+    """Never recorded on this device, then stale, failed, current; within each, the snippets
+    that measure on the GPU (CUDA and a clock or memory counter) first. The dry run runs nothing."""
+    monkeypatch.setattr(records, "load", lambda folder=records.RECORDS: gpu_x(tree))
+    monkeypatch.setattr(snippets, "execute", lambda *args, **kwargs: pytest.fail("a dry run ran a snippet"))
+    assert records.main(["--dry-run", "--device", "GPU X"]) == 0
+    lines = [line.split(maxsplit=2)[1:] for line in capsys.readouterr().out.splitlines()]
+    assert lines == [["b_timed.py", "never recorded on GPU X; measures on the GPU"],
+                     ["a_plain.py", "never recorded on GPU X"], ["c_stale.py", "stale on GPU X"],
+                     ["d_failed.py", "failed on GPU X"], ["e_timed.py", "current on GPU X; measures on the GPU"],
+                     ["f_current.py", "current on GPU X"]]
+
+
+def test_a_run_takes_the_planned_order_and_its_record_lists_snippets_by_path(tree, monkeypatch):
+    monkeypatch.setattr(records, "load", lambda folder=records.RECORDS: gpu_x(tree))
+    monkeypatch.setattr(snippets, "machine", lambda: {**MACHINE, "device": "GPU X"})
+    written, _ = records.record(tree / "records")
+    assert (tree / "order.txt").read_text().split() == ["b_timed.py", "a_plain.py", "c_stale.py", "d_failed.py",
+                                                        "e_timed.py", "f_current.py"]
+    assert list(json.loads(written.read_text(encoding="utf-8"))["snippets"]) == sorted(SCRIPTS)
+
+
+def test_adding_keeps_the_best_run_of_each_snippet(tree, capsys):
+    """Today's code over an earlier version's, whatever each printed; of the same code, a pass
+    over a failure; otherwise the later run. What the added file loses is printed, with why."""
+    kept = tree / "records"
+    kept.mkdir()
+    now = {name: entry(name, stdout=f"{name} first\n", root=tree) for name in SCRIPTS}
+    old_code = {"sources": {"x.py": "0" * 64}}
+    write(kept, record(**{"a_plain.py": now["a_plain.py"], "b_timed.py": {**now["b_timed.py"], **old_code},
+                          "c_stale.py": {**now["c_stale.py"], "returncode": 1}, "d_failed.py": now["d_failed.py"],
+                          "e_timed.py": {**now["e_timed.py"], **old_code}}))
+    again = {name: entry(name, stdout=f"{name} again\n", root=tree) for name in SCRIPTS}
+    records.add(write(tree, record(**{
+        "a_plain.py": {**again["a_plain.py"], "returncode": 1},  # the same code failed: the pass stays
+        "b_timed.py": {**again["b_timed.py"], "returncode": 1},  # today's code failed: over an earlier pass
+        "c_stale.py": again["c_stale.py"],                       # the same code passed: over the failure
+        "d_failed.py": {**again["d_failed.py"], **old_code},     # an earlier version: today's run stays
+        "e_timed.py": {**again["e_timed.py"], **old_code},       # two runs of the same earlier code: the later
+    }), name="lent"), kept)
+    (rec,) = records.load(kept)
+    assert {path: (e["stdout"].split()[1], e["returncode"]) for path, e in rec.snippets.items()} == {
+        "a_plain.py": ("first", 0), "b_timed.py": ("again", 1), "c_stale.py": ("again", 0),
+        "d_failed.py": ("first", 0), "e_timed.py": ("again", 0)}
+    said = capsys.readouterr().out
+    assert "a_plain.py: kept the entry already in nvidia-h200-2026-12-03.json: it passed, this run of the same " \
+           "code failed (exit code 1)" in said
+    assert "d_failed.py: kept the entry already in nvidia-h200-2026-12-03.json: it ran today's code" in said
