@@ -255,7 +255,8 @@ def build_site(out: Path) -> tuple[subprocess.CompletedProcess, Path, str | None
     built, the jobs that check it start: PDFs, broken copies, page checks, the ProperDocs build."""
     reason = offline_reason()
     # With REPO_URL, as the Pages workflow builds: the page actions are rendered (test_page_actions.py).
-    proc = mkdocs_build(ROOT, out, prefix=() if reason else OFFLINE, env={"REPO_URL": REPO_URL})
+    # PYTEST_CURRENT_TEST: whichever test runs meanwhile; this build is no test's (snippets.note_run).
+    proc = mkdocs_build(ROOT, out, prefix=() if reason else OFFLINE, env={"REPO_URL": REPO_URL, "PYTEST_CURRENT_TEST": ""})
     (out.parent / "build.log").write_text(proc.stderr, encoding="utf-8")
     if proc.returncode == 0:
         start_jobs(["test_pdf", "test_bad_input", "test_browser", "test_properdocs"], out)

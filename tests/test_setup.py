@@ -171,8 +171,10 @@ def test_a_wrong_engine_is_named_with_what_to_install():
 
 
 SYS_PATH_EDIT = re.compile(r"sys\.path(\.insert|\.append|\.extend|\[[^\]]*\]\s*=|\s*\+=)")
-# The one edit allowed in the machinery: a snippet run (fresh or forked) puts the snippet's
-# folder first, as `python x.py` does.
+# The edits allowed in the machinery, both in the attribution's bootstrap: a snippet run (fresh
+# or forked) puts the snippet's folder first, as `python x.py` does; and a rank of such a run
+# imports the recorder from the package's own folder, then takes that entry out again
+# (attribution.follow: a rank may start in another working folder, as on Colab).
 SNIPPET_FOLDER_FIRST = "sitebuild/attribution.py:"
 # And in a snippet, this line only: it reaches snippets/_figures.py, a helper of the snippets,
 # from a section's folder (`python snippets/<section>/<page>.py` puts only that folder first).
@@ -191,7 +193,7 @@ def test_no_code_edits_sys_path():
     machinery = [edit for edit in edits if edit.startswith(SNIPPET_FOLDER_FIRST)]
     helper = [edit for edit in edits if edit.startswith("snippets/")
               and lines(edit).strip() == FIGURE_HELPER]
-    assert len(machinery) <= 1 and sorted(edits) == sorted(machinery + helper), edits
+    assert len(machinery) <= 2 and sorted(edits) == sorted(machinery + helper), edits
 
 
 def lines(edit: str) -> str:
