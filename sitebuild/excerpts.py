@@ -24,9 +24,11 @@ from __future__ import annotations
 import re
 
 EXCERPT_LINE = "<!-- excerpt-output: "
-OUTPUT = re.compile(r"^\s*<!-- output: (\S+) -->\s*$")
+# The two lines by which a page shows a snippet, as every module and test reads them (re.M, so
+# findall reads a whole page): its output, and an include of a file or of one named section.
+OUTPUT = re.compile(r"^[ \t]*<!-- output: (\S+) -->[ \t]*$", re.M)
+INCLUDE = re.compile(r'^[ \t]*--8<-- "([^":]+)(?::([\w-]+))?"[ \t]*$', re.M)
 FENCE = re.compile(r"^(`{3,}|~{3,})")
-INCLUDE = re.compile(r'^\s*--8<-- "(snippets/[^":]+\.py):([\w-]+)"\s*$')
 
 
 def marked(lines: list[str]) -> list[str]:
@@ -43,7 +45,7 @@ def marked(lines: list[str]) -> list[str]:
             fence = None
             out += [f"{EXCERPT_LINE}{path}:{','.join(names)} -->" for path, names in included.items()
                     if path in shown]
-        elif found := INCLUDE.match(line):
+        elif (found := INCLUDE.match(line)) and found.group(2) and found.group(1).startswith("snippets/"):
             included.setdefault(found.group(1), []).append(found.group(2))
     return out
 

@@ -59,7 +59,6 @@ from markdown.preprocessors import Preprocessor
 from sitebuild import background, excerpts, records, results, snippets
 from sitebuild.snippets import ROOT, Result
 
-OUTPUT_LINE = "<!-- output: "
 PROVENANCE_LINE = "<!-- snippet-provenance -->"
 # After pymdownx.snippets (32), which would expand a `--8<--` line of an output; before
 # SuperFences (25) and the HTML stash (20), which then see the fences written here.
@@ -312,8 +311,8 @@ def rendered(markdown: str, lang: str) -> str:
             block = excerpt_block(path, sections, result(path), labels, records_now())
             split.update([path] if block else [])
             lines.append(f"\n{block}\n" if block else "")
-        elif stripped.startswith(OUTPUT_LINE) and stripped.endswith("-->"):
-            path = stripped.removeprefix(OUTPUT_LINE).removesuffix("-->").strip()
+        elif found := excerpts.OUTPUT.match(line):
+            path = found.group(1)
             block = output_block(path, result(path), labels, records_now())
             lines.append(collapsed(block, labels) if path in split else block)
         elif stripped == PROVENANCE_LINE:

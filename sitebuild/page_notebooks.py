@@ -36,6 +36,7 @@ from pathlib import Path
 import jupytext
 
 from sitebuild import snippets
+from sitebuild.excerpts import OUTPUT
 from sitebuild.language import DEFAULT, language
 
 ROOT = snippets.ROOT
@@ -44,7 +45,6 @@ LABS = DOCS / "labs"
 OUT = ROOT / "notebooks"
 SITE_LINK = re.compile(r"\[([^\]]+)\]\((?:\.\./)*([\w/.-]+)\.md(?:#[\w-]+)?\)( ?)")  # [text](../x/y.md#a)
 TORCH_FLOOR = "2.11"  # the oldest torch the site supports: what the lent H200 had (README)
-OUTPUT = re.compile(r"^<!-- output: (snippets/\S+\.py) -->$", re.M)
 MESSAGES = ("old_torch", "no_torch", "installing", "wrote")  # the words the code cells print
 EXTRAS = ("numpy", "numba", "matplotlib", "torchao")  # what snippets import besides torch, pinned in requirements.txt
 TEXT = {

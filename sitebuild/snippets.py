@@ -17,7 +17,6 @@ import getpass
 import hashlib
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -29,6 +28,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from sitebuild import attribution, forkserver
+from sitebuild.excerpts import INCLUDE, OUTPUT
 
 ROOT = Path(__file__).resolve().parent.parent
 SNIPPETS = ROOT / "snippets"
@@ -163,10 +163,11 @@ def pages_including(path: str, root: Path | None = None) -> list[str]:
     with an output line, ``<!-- output: snippets/x/y.py -->``, or an include of its code,
     ``--8<-- "snippets/x/y.py"`` or ``--8<-- "snippets/x/y.py:section"``."""
     root = root or ROOT
-    name = re.escape(path)
-    shown = re.compile(rf'<!--\s*output:\s*{name}\s*-->|--8<--\s*"{name}(?::[\w-]+)?"')
+
+    def shows(text: str) -> bool:
+        return path in OUTPUT.findall(text) or any(m.group(1) == path for m in INCLUDE.finditer(text))
     return sorted(page.relative_to(root).as_posix() for page in (root / "docs").rglob("*.md")
-                  if shown.search(page.read_text(encoding="utf-8")))
+                  if shows(page.read_text(encoding="utf-8")))
 
 
 def relative(path: Path, root: Path | None = None) -> str:

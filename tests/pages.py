@@ -5,12 +5,12 @@ from pathlib import Path
 
 import jupytext
 
+from sitebuild.excerpts import INCLUDE, OUTPUT
+
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 FENCE = re.compile(r"^(?P<fence>`{3,}|~{3,})(?P<info>[^\n]*)\n(?P<body>.*?)^(?P=fence)\s*$", re.M | re.S)
 HEADING = re.compile(r"^#{1,6} .*$", re.M)
 ANCHOR = re.compile(r"\{\s*#([\w-]+)\s*\}\s*$")
-INCLUDE = re.compile(r'^\s*--8<-- "([^"]+)"\s*$', re.M)
-OUTPUT = re.compile(r"^<!-- output: (\S+) -->$", re.M)
 IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s]+)")
 
 
@@ -54,7 +54,8 @@ def anchors(text: str) -> list[str]:
 
 
 def includes(text: str) -> list[str]:
-    return INCLUDE.findall(text)
+    """What each include names: a file, or a file and one of its sections ("x.py:name")."""
+    return [":".join(filter(None, m.groups())) for m in INCLUDE.finditer(text)]
 
 
 def outputs(text: str) -> list[str]:

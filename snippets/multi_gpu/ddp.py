@@ -7,6 +7,9 @@ Each rank takes a [4, 10, 5] shard of the article's [16, 10, 5] batch through a
 DistributedSampler and checks that DDP's averaged gradient equals the gradient that
 one process computes on the whole batch. NCCL when each rank has a GPU, else gloo.
 """
+# snippet: cpu-independent
+# The CPU profiles skip this file: it asserts the shards each rank sees and that DDP's
+# gradients equal one process's on the whole batch, computed on the same machine.
 
 # --8<-- [start:setup]
 import os
@@ -191,9 +194,10 @@ def spawn(fn, nprocs, *args):
     mp.spawn(fn, args=(nprocs, store.port, *args), nprocs=nprocs, join=True)
 
 
-def spawned_rank(rank, world_size, port):
-    run_rank(rank, world_size, local_rank=rank, local_world_size=world_size,
-             store=join_store(port))
+def spawned_rank(rank, world_size, port, run=None):
+    """A rank that spawn started on this machine: local rank = rank. `run`: another
+    snippet's run_rank (run_or_spawn), else this file's."""
+    (run or run_rank)(rank, world_size, rank, world_size, store=join_store(port))
 
 
 # set by torchrun for every worker; GROUP_RANK is the node's rank
@@ -205,3 +209,13 @@ if __name__ == "__main__":
     else:  # plain `python ddp.py`: this process starts the 4 ranks itself
         spawn(spawned_rank, WORLD_SIZE)
 # --8<-- [end:launch]
+
+
+def run_or_spawn(run, world_size):
+    """The entry point of the snippets that reuse this launcher (fsdp.py, tensor_parallel.py,
+    layouts.py): under torchrun, run this process's rank; under plain python, start
+    world_size ranks here. `run(rank, world_size, local_rank, local_world_size, store=None)`."""
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+        run(*(int(os.environ[name]) for name in TORCHRUN_VARS[:4]))
+    else:
+        spawn(spawned_rank, world_size, run)

@@ -10,11 +10,12 @@ the same step runs with reshard_after_forward=True, False and 2, counting the
 collectives, and a layer whose 10 rows do not divide by 4 shows the padding.
 NCCL when each rank has a GPU, else gloo on 127.0.0.1.
 """
-# snippet: timeout=180
+# snippet: timeout=180 cpu-independent
+# The CPU profiles skip this file: it asserts the shards, the collectives and their sizes, and
+# that FSDP2 trains as one process does with the same kernels on the same machine.
 
 # --8<-- [start:setup]
 import math
-import os
 
 import torch
 import torch.distributed as dist
@@ -25,7 +26,7 @@ from torch.distributed.tensor import DTensor
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ddp import join_store, pick_device, process_group, spawn
+from ddp import pick_device, process_group, run_or_spawn
 
 WORLD_SIZE = 4
 BATCH, STEPS, LR = 16, 3, 1e-2      # each rank trains on BATCH // WORLD_SIZE samples
@@ -263,15 +264,6 @@ def run_rank(rank, world_size, local_rank, local_world_size, store=None):
         check_padding(rank, world_size, device, mesh)
 
 
-def spawned_rank(rank, world_size, port):
-    run_rank(rank, world_size, rank, world_size, store=join_store(port))
-
-
-TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")
-
-if __name__ == "__main__":
-    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:  # started by torchrun
-        run_rank(*(int(os.environ[name]) for name in TORCHRUN_VARS))
-    else:  # plain `python fsdp.py`: this process starts the 4 ranks itself
-        spawn(spawned_rank, WORLD_SIZE)
+if __name__ == "__main__":  # torchrun's rank, or (plain python) start the 4 ranks here
+    run_or_spawn(run_rank, WORLD_SIZE)
 # --8<-- [end:launch]

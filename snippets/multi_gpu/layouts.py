@@ -43,7 +43,7 @@ from torch.distributed.tensor.parallel import (
 )
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ddp import join_store, pick_device, process_group, spawn
+from ddp import pick_device, process_group, run_or_spawn
 
 sys.path.append(str(Path(__file__).resolve().parents[1]))  # snippets/: the shared figure helper
 from _figures import draw_both  # noqa: E402
@@ -518,14 +518,6 @@ def run_rank(rank, world_size, local_rank, local_world_size, store=None):
         check_2d(mesh, device)
 
 
-def spawned_rank(rank, world_size, port):
-    run_rank(rank, world_size, rank, world_size, store=join_store(port))
-
-
-if __name__ == "__main__":
-    if TORCHRUN:
-        run_rank(*(int(os.environ[name]) for name in
-                   ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")))
-    else:  # plain `python layouts.py`: start the 4 ranks here
-        spawn(spawned_rank, WORLD_SIZE)
+if __name__ == "__main__":  # torchrun's rank, or (plain python) start the 4 ranks here
+    run_or_spawn(run_rank, WORLD_SIZE)
 # --8<-- [end:launch]

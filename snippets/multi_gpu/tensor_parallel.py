@@ -1,4 +1,6 @@
-# snippet: timeout=180
+# snippet: timeout=180 cpu-independent
+# The CPU profiles skip this file: it asserts the shards, the collectives, and that the
+# tensor-parallel layers compute what one process computes on the same machine.
 """Tensor parallelism with DTensor, 2 ranks: each rank holds half of every weight.
 
     python snippets/multi_gpu/tensor_parallel.py                      # starts its own 2 ranks
@@ -12,7 +14,6 @@ NCCL when each rank has a GPU, else gloo on 127.0.0.1.
 """
 
 # --8<-- [start:setup]
-import os
 
 import torch
 import torch.distributed as dist
@@ -26,7 +27,7 @@ from torch.distributed.tensor.parallel import (
     parallelize_module,
 )
 
-from ddp import join_store, pick_device, process_group, spawn
+from ddp import pick_device, process_group, run_or_spawn
 
 WORLD_SIZE = 2  # the tensor-parallel degree: how many ranks share each layer
 DIM, HIDDEN, BATCH = 8, 16, 4  # tiny, and divisible by the world size
@@ -200,14 +201,6 @@ def run_rank(rank, world_size, local_rank, local_world_size, store=None):
         one_step(model, reference, rank)
 
 
-def spawned_rank(rank, world_size, port):
-    run_rank(rank, world_size, rank, world_size, store=join_store(port))
-
-
-if __name__ == "__main__":
-    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:  # started by torchrun
-        run_rank(*(int(os.environ[name]) for name in
-                   ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")))
-    else:  # plain `python tensor_parallel.py`: start the ranks here
-        spawn(spawned_rank, WORLD_SIZE)
+if __name__ == "__main__":  # torchrun's rank, or (plain python) start the ranks here
+    run_or_spawn(run_rank, WORLD_SIZE)
 # --8<-- [end:rank]

@@ -7,7 +7,8 @@ one of them, and the same command runs on every machine.
 """
 # snippet: cpu-independent
 # The CPU profiles skip this file: what it adds to ddp.py is the launch (torchrun, the
-# rendezvous), which no CPU kernel or thread count reaches, and they run ddp.py itself.
+# rendezvous), which no CPU kernel or thread count reaches; ddp.py, which its workers run,
+# compares its gradients with one process's on the same machine.
 
 # --8<-- [start:launch]
 import os
