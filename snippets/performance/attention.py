@@ -9,7 +9,6 @@ and flash backends is measured on the CPU, tensor by tensor, while the sequence 
 import sys
 import time
 import warnings
-import weakref
 from pathlib import Path
 
 # --8<-- [start:setup]
@@ -32,55 +31,26 @@ print(f"device {device}, dtype {str(dtype).removeprefix('torch.')}, "
       f"q/k/v of shape (B, H, S, D) = {(B, H, S, D)}")
 # --8<-- [end:setup]
 
-sys.path.append(str(Path(__file__).resolve().parents[1]))  # snippets/: the shared figure helper
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # snippets/: the shared helpers
 from _figures import draw_both  # noqa: E402
 
 # --8<-- [start:track]
-from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
-from torch.utils._pytree import tree_leaves  # noqa: E402
+from _storage import LiveStorages  # noqa: E402  snippets/_storage.py, shared with the memory page
 
 FUSED = ("_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention",
          "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
          "_scaled_dot_product_fused_attention_overrideable")
 
 
-class Allocations(TorchDispatchMode):
-    """Sees every ATen operator below scaled_dot_product_attention: records the operators'
-    names and the bytes of each new storage they return, alive until it is freed."""
-
-    def __init__(self):
-        super().__init__()
-        self.ops, self.live = [], {}
-        self.now = self.peak = self.largest = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        self.ops.append(func.__name__.split(".")[0])
-        inputs = {a.untyped_storage().data_ptr() for a in tree_leaves((args, kwargs))
-                  if isinstance(a, torch.Tensor)}
-        for t in tree_leaves(out):
-            if not isinstance(t, torch.Tensor):
-                continue
-            storage = t.untyped_storage()
-            ptr, n = storage.data_ptr(), storage.nbytes()
-            if n == 0 or ptr in inputs or ptr in self.live:
-                continue                      # a view, an in-place result, or empty
-            self.live[ptr] = n
-            self.now += n
-            self.peak, self.largest = max(self.peak, self.now), max(self.largest, n)
-            weakref.finalize(storage, self._freed, ptr, n)  # runs when the storage dies
-        return out
-
-    def _freed(self, ptr, n):
-        self.live.pop(ptr, None)
-        self.now -= n
+class Allocations(LiveStorages):
+    """The operators below scaled_dot_product_attention, and the bytes they allocate."""
 
     def kernel(self):
         fused = [op for op in self.ops if op in FUSED]
         if fused:
             return fused[0]
         views = {"transpose", "expand", "view", "_unsafe_view"}
-        return "math: " + ", ".join(op for op in dict.fromkeys(self.ops) if op not in views)
+        return "math: " + ", ".join(op for op in self.ops if op not in views)
 # --8<-- [end:track]
 
 

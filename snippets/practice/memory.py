@@ -227,43 +227,10 @@ def forward(model: nn.Sequential, x: torch.Tensor, mode: str, early_stop: bool =
 # --8<-- [end:sac]
 
 
-# --8<-- [start:watch]
-import weakref  # noqa: E402
-from collections import Counter  # noqa: E402
-
-from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
-from torch.utils._pytree import tree_leaves  # noqa: E402
-
-
-class Watch(TorchDispatchMode):
-    """Sees every ATen operator that runs below autograd: counts them by name, and
-    keeps the size of each new storage they return until that storage is freed."""
-
-    def __init__(self):
-        super().__init__()
-        self.ops, self.live = Counter(), {}
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        self.ops[func.overloadpacket.__name__] += 1
-        inputs = {a.untyped_storage().data_ptr() for a in tree_leaves((args, kwargs))
-                  if isinstance(a, torch.Tensor)}
-        for t in tree_leaves(out):
-            if isinstance(t, torch.Tensor):
-                storage = t.untyped_storage()
-                ptr = storage.data_ptr()
-                if storage.nbytes() and ptr not in inputs and ptr not in self.live:  # new, not a view
-                    self.live[ptr] = storage.nbytes()
-                    weakref.finalize(storage, self.live.pop, ptr, None)  # runs when it is freed
-        return out
-
-    @property
-    def held(self) -> int:
-        return sum(self.live.values())
-# --8<-- [end:watch]
-
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # snippets/: the shared helpers
 
 # --8<-- [start:held]
+from _storage import LiveStorages  # noqa: E402  snippets/_storage.py, shared with the attention page
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
 xb = torch.randn(ROWS, WIDTH, generator=torch.Generator().manual_seed(2))
@@ -271,10 +238,10 @@ xb = torch.randn(ROWS, WIDTH, generator=torch.Generator().manual_seed(2))
 
 def step(mode: str, early_stop: bool = True) -> dict:
     model = make_blocks()
-    with Watch() as fwd, SavedTensorBytes(model) as hooks:
+    with LiveStorages() as fwd, SavedTensorBytes(model) as hooks:
         loss = forward(model, xb, mode, early_stop).square().mean()
     held = fwd.held             # alive after forward: what backward needs, and the loss
-    with Watch() as bwd, FlopCounterMode(display=False) as flops:
+    with LiveStorages() as bwd, FlopCounterMode(display=False) as flops:
         loss.backward()
     return {"held": held, "hooks": hooks.total, "ops": bwd.ops,
             "flops": flops.get_total_flops(), "grads": gradients(model)}
@@ -341,7 +308,6 @@ print("forward + backward on the CPU, best time: " + ", ".join(
 
 
 # --8<-- [start:sac_figure]
-sys.path.append(str(Path(__file__).resolve().parents[1]))  # snippets/: the shared figure helper
 from _figures import draw_both  # noqa: E402
 
 SAC_LABELS = {
@@ -445,7 +411,7 @@ def copied_bytes(rows: int) -> int:
 
 def held_under(hooks) -> int:
     model = make_blocks()
-    with Watch() as fwd, hooks:
+    with LiveStorages() as fwd, hooks:
         loss = forward(model, xb, "none").square().mean()
     held = fwd.held
     loss.backward()
