@@ -128,7 +128,9 @@ def _read(lab: Path, mtime_ns: int) -> nbformat.NotebookNode:
 
 def stored(lab: Path) -> Path:
     """Where the English lab's run is kept: named by its code and the machine."""
-    key = hashlib.sha256(json.dumps([snippets.machine(), code(read(lab))]).encode()).hexdigest()[:16]
+    cells = code(read(lab))
+    helpers = {snippets.relative(p): snippets.sha256(p) for p in snippets.helpers_imported(cells)}
+    key = hashlib.sha256(json.dumps([snippets.machine(), cells, helpers]).encode()).hexdigest()[:16]
     return EXECUTED / f"{lab.stem}-{key}.ipynb"
 
 

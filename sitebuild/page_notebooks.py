@@ -227,6 +227,18 @@ def lab_cells(page: Path, lang: str) -> list[dict]:
             for c in jupytext.read(page).cells]
 
 
+def helper_cells(lab: Path) -> list[dict]:
+    """The snippet helpers the lab imports, written whole where the lab looks for them (from
+    the working folder upwards), so that it runs outside a clone, as on Colab."""
+    helpers = [snippets.relative(p) for p in snippets.helpers_imported([c["source"] for c in lab_cells(lab, DEFAULT)
+                                                                          if c["cell_type"] == "code"])]
+    if not helpers:
+        return []
+    folders = sorted({str(Path(h).parent) for h in helpers})
+    return [cell("code", f"import os\nfor folder in {folders!r}:\n    os.makedirs(folder, exist_ok=True)"),
+            *(cell("code", f"%%writefile {h}\n" + (ROOT / h).read_text(encoding="utf-8")) for h in helpers)]
+
+
 def notebook(page: Path) -> dict:
     lang = language(src_uri=page.name)
     words = TEXT[lang]
@@ -234,7 +246,8 @@ def notebook(page: Path) -> dict:
     source = page.relative_to(ROOT).as_posix()
     if page.parent == LABS:  # its first cell holds its title and introduction
         first, *rest = lab_cells(page, lang)
-        cells = [first, cell("markdown", words["lab_intro"].format(page=source)), *runtime_cells(words), *rest]
+        cells = [first, cell("markdown", words["lab_intro"].format(page=source)), *runtime_cells(words),
+                 *helper_cells(page), *rest]
     else:
         intro = cell("markdown", f"# {title}\n\n" + words["intro"].format(title=title, page=source))
         cells = [intro, *runtime_cells(words), *page_cells(page, words)]

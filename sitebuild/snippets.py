@@ -219,6 +219,24 @@ def _imports(path: Path, mtime_ns: int) -> tuple[Path, ...]:
     return tuple(found)
 
 
+def helpers_imported(cells: list[str]) -> list[Path]:
+    """The snippet helpers (``snippets/**/_name.py``) that a lab's code cells import by module
+    name, with the local modules they import in turn: what a lab, which puts a helper's folder
+    on sys.path, takes from the repository. Its cache key and its Colab notebook need them.
+    IPython's lines (``%magic``, ``!shell``) and cell magics (``%%writefile``) are not Python."""
+    python = "\n".join(line for cell in cells if not cell.startswith("%%")
+                        for line in cell.splitlines() if not line.lstrip().startswith(("%", "!")))
+    names = {name for node in ast.walk(ast.parse(python))
+             for name in ([a.name for a in node.names] if isinstance(node, ast.Import)
+                          else [node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
+             if name.startswith("_")}
+    seen, found = set(), []
+    for name in sorted(names):
+        for helper in sorted(SNIPPETS.rglob(f"{name}.py"))[:1]:
+            found += local_sources(helper, seen)
+    return found
+
+
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 

@@ -155,7 +155,7 @@ def yielding(work, *args) -> Future:
 # devices, torchrun), and the one that checks the CPU profiles take effect: what they read.
 READS = {name: ("snippets",) for name in ("test_arrays.py", "test_compile.py", "test_gpu.py", "test_gpu_branches.py",
                                            "test_multi_gpu.py", "test_one_gpu.py", "test_practice.py",
-                                           "test_triton.py")}
+                                           "test_triton.py", "test_kernel_ops.py")}
 # Builds that test the machinery, not the prose: faults injected into copies of the project,
 # and the same site built by a second engine. No sentence of a page can change their outcome.
 MACHINERY = ("mkdocs.yml", "overrides", "hooks", "sitebuild", "records", "snippets")

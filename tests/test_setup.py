@@ -176,10 +176,11 @@ SYS_PATH_EDIT = re.compile(r"sys\.path(\.insert|\.append|\.extend|\[[^\]]*\]\s*=
 # imports the recorder from the package's own folder, then takes that entry out again
 # (attribution.follow: a rank may start in another working folder, as on Colab).
 SNIPPET_FOLDER_FIRST = "sitebuild/attribution.py:"
-# And in a snippet, this line only: it reaches snippets/_figures.py, a helper of the snippets,
-# from a section's folder (`python snippets/<section>/<page>.py` puts only that folder first).
-FIGURE_HELPER = ("sys.path" ".append(str(Path(__file__).resolve().parents[1]))"  # split: not an edit itself
-                 "  # snippets/: the shared figure helper")
+# And in a snippet, this line only: it reaches the snippets' helpers (snippets/_figures.py,
+# _storage.py, compile/_toolchain.py) from a section's folder (`python snippets/<section>/<page>.py`
+# puts only that folder first).
+FIGURE_HELPER = re.compile(r"sys\.path" r"\.append\(str\(Path\(__file__\)\.resolve\(\)\.parents\[1\]\)\)"  # split: not an edit itself
+                           r"  # snippets/: the shared (figure helper|helpers)")
 
 
 def test_no_code_edits_sys_path():
@@ -192,7 +193,7 @@ def test_no_code_edits_sys_path():
              if SYS_PATH_EDIT.search(line)]
     machinery = [edit for edit in edits if edit.startswith(SNIPPET_FOLDER_FIRST)]
     helper = [edit for edit in edits if edit.startswith("snippets/")
-              and lines(edit).strip() == FIGURE_HELPER]
+              and FIGURE_HELPER.fullmatch(lines(edit).strip())]
     assert len(machinery) <= 2 and sorted(edits) == sorted(machinery + helper), edits
 
 

@@ -4,13 +4,8 @@
 import os
 import platform
 import time
-import warnings
+import sys
 from pathlib import Path
-
-try:  # a GPU machine may have torch and nothing else
-    import matplotlib.pyplot as plt
-except ImportError:
-    plt = None
 
 # --8<-- [start:setup]
 import torch
@@ -23,8 +18,6 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 THREADS = torch.get_num_threads()  # Timer uses 1 thread unless told otherwise
 # --8<-- [end:setup]
 
-OUT = Path(os.environ.get("SNIPPET_OUTPUT_DIR", "."))
-warnings.filterwarnings("ignore", message="Glyph .* missing from font")
 
 
 # --8<-- [start:time]
@@ -234,13 +227,16 @@ assert abs(intensity(smallest, 2) - smallest / 3) < 1e-9
 # --8<-- [end:roofline]
 
 
-# Each chart is drawn once per language by the same code: matmul.svg, matmul.zh.svg, ...
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # snippets/: the shared figure helper
+from _figures import draw_both  # noqa: E402
+
+# Each chart is drawn once per language (snippets/_figures.py): matmul.svg, matmul.zh.svg, ...
 # "names" rewrites the roofline's machine names, phrase by phrase.
 LABELS = {
-    "en": {"suffix": ".svg", "n": "n  (n×n @ n×n)",
+    "en": {"n": "n  (n×n @ n×n)",
            "intensity": "FLOP / byte  (arithmetic intensity)",
            "points": "this CPU, bf16 matmuls (measured)", "names": {}},
-    "zh": {"suffix": ".zh.svg", "n": "矩阵尺寸 n（n×n @ n×n）",
+    "zh": {"n": "矩阵尺寸 n（n×n @ n×n）",
            "intensity": "算术强度（FLOP/字节）",
            "points": "本机 CPU 的 bf16 矩阵乘法（实测）",
            "names": {"this ": "本机 ", " (measured)": "（实测）",
@@ -254,8 +250,8 @@ def legend_name(name: str, labels: dict) -> str:
     return name
 
 
-def plot_matmul(labels: dict) -> None:
-    fig, ax = plt.subplots(figsize=(6.4, 4))
+def plot_matmul(fig, labels: dict) -> None:
+    ax = fig.subplots()
     for device in DEVICES:
         for dtype in DTYPES:
             data = rows(device, dtype)
@@ -265,12 +261,10 @@ def plot_matmul(labels: dict) -> None:
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(OUT / f"matmul{labels['suffix']}")
-    plt.close(fig)
 
 
-def plot_roofline(labels: dict) -> None:
-    fig, ax = plt.subplots(figsize=(5.6, 4))
+def plot_roofline(fig, labels: dict) -> None:
+    ax = fig.subplots()
     x = [2.0**k for k in range(-3, 14)]
     for name, m in machines.items():
         style = "--" if name in DATASHEET else "-"
@@ -282,24 +276,7 @@ def plot_roofline(labels: dict) -> None:
     ax.set(xscale="log", yscale="log", ylabel="GFLOP/s", xlabel=labels["intensity"])
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1))
-    fig.savefig(OUT / f"roofline{labels['suffix']}", bbox_inches="tight")
-    plt.close(fig)
 
 
-if plt is None:
-    print("\nmatmul.svg, roofline.svg and their .zh.svg twins: not drawn, "
-          "matplotlib is not installed here")
-else:
-    from matplotlib import font_manager
-
-    plt.rcParams["svg.fonttype"] = "none"  # text stays text; browsers draw the CJK
-    installed = {font.name for font in font_manager.fontManager.ttflist}
-    cjk = [f for f in ("Noto Sans CJK SC", "PingFang SC", "Microsoft YaHei") if f in installed][:1]
-    if not cjk:  # still drawn: the browser has its own Chinese font, only the layout is rougher
-        print("\nmatmul.zh.svg, roofline.zh.svg: matplotlib found no Chinese font (Debian: apt "
-              "install fonts-noto-cjk), so their labels are measured with a Latin font")
-    for lang, labels in LABELS.items():
-        fonts = cjk if lang == "zh" else []
-        with plt.rc_context({"font.sans-serif": fonts + plt.rcParams["font.sans-serif"]}):
-            plot_matmul(labels)
-            plot_roofline(labels)
+draw_both("matmul", LABELS, plot_matmul, figsize=(6.4, 4))
+draw_both("roofline", LABELS, plot_roofline, figsize=(5.6, 4))

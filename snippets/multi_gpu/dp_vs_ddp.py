@@ -10,6 +10,7 @@ which skips the gradient all-reduce; the difference is what communication costs.
 
 # --8<-- [start:workload]
 import os
+import sys
 import time
 from contextlib import nullcontext
 from pathlib import Path
@@ -20,6 +21,9 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from ddp import join_store, process_group, spawn
+
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # snippets/: the shared figure helper
+from _figures import draw_both  # noqa: E402
 
 RANKS = (1, 2, 4)
 GLOBAL_BATCH, FEATURES, HIDDEN = 256, 512, 2048
@@ -96,7 +100,7 @@ def load_average():
     return f"{os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else "unknown"
 
 
-def run_rank(rank, world_size, port, outdir):
+def run_rank(rank, world_size, port):
     with process_group("gloo", store=join_store(port), rank=rank, world_size=world_size):
         load_before, rows = load_average(), []
         for n in RANKS:
@@ -105,13 +109,13 @@ def run_rank(rank, world_size, port, outdir):
                 rows.append(measure(rank, n, group))
             dist.barrier()  # the other ranks wait, asleep, while these n run
         if rank == 0:
-            report(rows, outdir)
+            report(rows)
             print(f"load average (1 min) on {CORES} cores: {load_before} before, "
                   f"{load_average()} after")
 
 
 # --8<-- [start:report]
-def report(rows, outdir):
+def report(rows):
     params = sum(p.numel() for p in make_model().parameters())
     print(f"workload: MLP {FEATURES}-{HIDDEN}-{FEATURES}, global batch {GLOBAL_BATCH}, "
           f"{params * 4 / 1e6:.1f} MB of gradients all-reduced per step; "
@@ -125,57 +129,33 @@ def report(rows, outdir):
               f"{rate_local:>13.0f} {share:>16}")
     assert [r[0] for r in rows] == list(RANKS)
     assert all(rate > 0 and rate_local > 0 for _, _, rate, rate_local in rows)
-    plot(rows, outdir)
+    draw_both("throughput", LABELS, lambda fig, labels: plot(fig, labels, rows), figsize=(6, 3.6))
 # --8<-- [end:report]
 
 
-# The same chart once per language: throughput.svg for the English page, throughput.zh.svg
+# The same chart once per language (snippets/_figures.py): throughput.svg, throughput.zh.svg
 LABELS = {
-    "en": {"file": "throughput.svg", "series": ("DDP", "DDP + no_sync(): no all-reduce"),
+    "en": {"series": ("DDP", "DDP + no_sync(): no all-reduce"),
            "tick": "{ranks} × {threads} thr", "x": "ranks × threads per rank", "y": "samples/s",
            "title": "CPU, {cores} cores, global batch {batch}"},
-    "zh": {"file": "throughput.zh.svg", "series": ("DDP", "DDP + no_sync()：不做 All-Reduce"),
+    "zh": {"series": ("DDP", "DDP + no_sync()：不做 All-Reduce"),
            "tick": "{ranks} rank × {threads} 线程", "x": "rank 数 × 每个 rank 的线程数",
            "y": "每秒样本数", "title": "CPU {cores} 核，全局批大小 {batch}"},
 }
 
 
-def plot(rows, outdir):
-    import warnings
-
-    try:
-        import matplotlib.pyplot as plt
-        from matplotlib import font_manager
-    except ImportError:  # e.g. a GPU machine with only torch: the table is the result
-        print("plot: not drawn, matplotlib is not installed here")
-        return
-
-    plt.rcParams["svg.fonttype"] = "none"  # text stays text: the browser draws
-    installed = {font.name for font in font_manager.fontManager.ttflist}
-    cjk = [f for f in ("Noto Sans CJK SC", "PingFang SC", "Microsoft YaHei") if f in installed][:1]
-    if not cjk:  # still drawn: the browser has its own Chinese font, only the layout is rougher
-        warnings.filterwarnings("ignore", message="Glyph .* missing")
-        print("plot: matplotlib found no Chinese font (Debian: apt install fonts-noto-cjk), "
-              "so the labels of throughput.zh.svg are measured with a Latin font")
+def plot(fig, labels, rows):
+    ax = fig.subplots()
     where = range(len(rows))
-    for lang, labels in LABELS.items():
-        fonts = cjk if lang == "zh" else []
-        with plt.rc_context({"font.sans-serif": fonts + plt.rcParams["font.sans-serif"]}):
-            fig, ax = plt.subplots(figsize=(6, 3.6))
-            for offset, column, label in zip((-0.2, 0.2), (2, 3), labels["series"]):
-                bars = ax.bar([i + offset for i in where], [r[column] for r in rows], 0.4,
-                              label=label)
-                ax.bar_label(bars, fmt="%.0f", fontsize=8)
-            ticks = [labels["tick"].format(ranks=r[0], threads=r[1]) for r in rows]
-            ax.set_xticks(list(where), ticks)
-            ax.set(xlabel=labels["x"], ylabel=labels["y"], ylim=(0, 1.3 * max(r[3] for r in rows)))
-            ax.set_title(labels["title"].format(cores=CORES, batch=GLOBAL_BATCH), fontsize=10)
-            ax.legend(loc="upper center", ncols=2, frameon=False)
-            fig.tight_layout()
-            fig.savefig(outdir / labels["file"])
-        plt.close(fig)
-    print("plot:", ", ".join(labels["file"] for labels in LABELS.values()))
+    for offset, column, label in zip((-0.2, 0.2), (2, 3), labels["series"]):
+        bars = ax.bar([i + offset for i in where], [r[column] for r in rows], 0.4, label=label)
+        ax.bar_label(bars, fmt="%.0f", fontsize=8)
+    ax.set_xticks(list(where), [labels["tick"].format(ranks=r[0], threads=r[1]) for r in rows])
+    ax.set(xlabel=labels["x"], ylabel=labels["y"], ylim=(0, 1.3 * max(r[3] for r in rows)))
+    ax.set_title(labels["title"].format(cores=CORES, batch=GLOBAL_BATCH), fontsize=10)
+    ax.legend(loc="upper center", ncols=2, frameon=False)
+    fig.tight_layout()
 
 
 if __name__ == "__main__":
-    spawn(run_rank, max(RANKS), Path(os.environ.get("SNIPPET_OUTPUT_DIR", ".")))
+    spawn(run_rank, max(RANKS))

@@ -1,14 +1,7 @@
 """torch.optim: fit one small model with SGD and with Adam, each under a learning-rate scheduler."""
 
-import os
-import warnings
+import sys
 from pathlib import Path
-
-try:
-    import matplotlib.pyplot as plt
-    from matplotlib import font_manager
-except ImportError:  # e.g. a GPU machine with torch alone: all but the plot runs
-    plt = None
 
 # --8<-- [start:data]
 import torch
@@ -64,40 +57,23 @@ for name, make_optimizer in optimizers.items():
     assert torch.allclose(model.weight.cpu(), true_w, atol=0.05)
 # --8<-- [end:compare]
 
-if plt is None:
-    print("loss.svg, loss.zh.svg: not drawn, matplotlib is not installed here")
-    raise SystemExit(0)
-
 # --8<-- [start:plot]
-plt.rcParams["svg.fonttype"] = "none"  # keep text as text: the browser draws it, CJK included
-LABELS = {  # the same chart once per language: loss.svg for the English page, loss.zh.svg
-    "en": {"file": "loss.svg", "x": "step", "y": "MSE loss"},
-    "zh": {"file": "loss.zh.svg", "x": "步数", "y": "均方误差损失"},
-}
-installed = {font.name for font in font_manager.fontManager.ttflist}
-cjk = [f for f in ("Noto Sans CJK SC", "PingFang SC", "Microsoft YaHei") if f in installed][:1]
-if not cjk:  # still drawn: the browser has its own Chinese font, only the layout is rougher
-    warnings.filterwarnings("ignore", "Glyph .* missing from font")
-    print("loss.zh.svg: matplotlib found no Chinese font (Debian: apt install fonts-noto-cjk), "
-          "so its labels are measured with a Latin font")
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # snippets/: the shared figure helper
+from _figures import draw_both  # noqa: E402
+
+LABELS = {"en": {"x": "step", "y": "MSE loss"}, "zh": {"x": "步数", "y": "均方误差损失"}}
 
 
-def plot(labels, fonts, out):
-    with plt.rc_context({"font.sans-serif": fonts + plt.rcParams["font.sans-serif"]}):
-        fig, ax = plt.subplots(figsize=(6, 3.5))
-        for name, losses in curves.items():
-            ax.plot(losses, label=name)
-        for step in (50, 100):
-            ax.axvline(step, color="grey", linestyle=":", linewidth=1)
-        ax.set(yscale="log", xlabel=labels["x"], ylabel=labels["y"])
-        ax.legend()
-        fig.tight_layout()
-        fig.savefig(out / labels["file"])
-    plt.close(fig)
+def plot(fig, labels):
+    ax = fig.subplots()
+    for name, losses in curves.items():
+        ax.plot(losses, label=name)
+    for step in (50, 100):
+        ax.axvline(step, color="grey", linestyle=":", linewidth=1)
+    ax.set(yscale="log", xlabel=labels["x"], ylabel=labels["y"])
+    ax.legend()
+    fig.tight_layout()
 
 
-out = Path(os.environ.get("SNIPPET_OUTPUT_DIR", "."))
-for lang, labels in LABELS.items():
-    plot(labels, cjk if lang == "zh" else [], out)
-print("saved", ", ".join(labels["file"] for labels in LABELS.values()))
+draw_both("loss", LABELS, plot, figsize=(6, 3.5))
 # --8<-- [end:plot]
