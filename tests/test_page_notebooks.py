@@ -8,7 +8,7 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
-from sitebuild import labs, output_blocks, page_notebooks, records
+from sitebuild import labs, output_blocks, page_notebooks, records, snippets
 from tests.conftest import ROOT
 
 PAGE = page_notebooks.DOCS / "pytorch" / "tensors.zh.md"
@@ -21,6 +21,21 @@ def test_every_notebook_is_what_make_notebooks_writes():
              or page_notebooks.target(page).read_text(encoding="utf-8") != page_notebooks.rendered(page)]
     extra = set(page_notebooks.OUT.rglob("*.ipynb")) - {page_notebooks.target(p) for p in page_notebooks.pages()}
     assert not stale and not extra, f"out of date: {stale}; without a page: {sorted(extra)}. Run `make notebooks`"
+
+
+def test_a_lab_that_imports_a_snippet_helper_carries_it_and_is_keyed_on_it(monkeypatch):
+    """labs/fast_generation imports snippets/inference/_model.py: its Colab notebook writes the
+    module whole before the lab's cells (Colab has no clone), and its stored run is named by the
+    module's content too, so that a change to the model runs the lab again."""
+    lab, helper = ROOT / "docs" / "labs" / "fast_generation.md", ROOT / "snippets" / "inference" / "_model.py"
+    assert snippets.helpers_imported(labs.code(labs.read(lab))) == [helper]
+    sources = [c["source"] for c in page_notebooks.notebook(lab)["cells"]]
+    written = "%%writefile snippets/inference/_model.py\n" + helper.read_text(encoding="utf-8")
+    assert written in sources and sources.index(written) < next(
+        n for n, source in enumerate(sources) if "from _model import" in source)
+    before, sha256 = labs.stored(lab), snippets.sha256
+    monkeypatch.setattr(snippets, "sha256", lambda p: "changed" if p == helper else sha256(p))
+    assert labs.stored(lab) != before
 
 
 def test_both_languages_have_the_same_notebooks():
