@@ -3,7 +3,9 @@
 Imported by snippets, not run (its name starts with ``_``). Text stays text in the SVG
 (``svg.fonttype = none``), so the reader's browser draws it, Chinese included, and no font is
 embedded; matplotlib still measures the Chinese labels for the layout, with a CJK font where
-one is installed. Without matplotlib nothing is drawn and one line says so.
+one is installed. Without matplotlib nothing is drawn and one line says so; so too under
+``SNIPPET_FIGURES=off``, which the CPU profiles set (tests/test_cpu_profiles.py): they vary
+torch's kernels, and a chart is drawn the same way on every CPU.
 """
 
 import os
@@ -17,7 +19,10 @@ CJK = ("Noto Sans CJK SC", "PingFang SC", "Microsoft YaHei")
 def draw_both(stem, labels, draw, figsize=(6.4, 3.6)):
     """Call ``draw(fig, labels[lang])`` for "en" and "zh" on a fresh figure and save both files.
 
-    Returns False, after printing why, where matplotlib is missing."""
+    Returns False, after printing why, where matplotlib is missing or figures are off."""
+    if os.environ.get("SNIPPET_FIGURES") == "off":
+        print(f"{stem}.svg, {stem}.zh.svg: not drawn (SNIPPET_FIGURES=off)")
+        return False
     try:
         import matplotlib
 

@@ -142,14 +142,14 @@ def forget_problems(tab, leaving):
         tab.remove_listener(event, handler)
 
 
-async def check_pages(context, server, paths: list[str], options, reports: dict[str, list[str]]):
+async def check_pages(context, server, paths: list[str], colour: dict, reports: dict[str, list[str]]):
     """Page after page in one tab, with about:blank loaded in between: once it has loaded, no
     event of the page before can come. A tab whose check did not finish is replaced."""
     tab = await context.new_page()
     while paths:
         path = paths.pop(0)
         try:  # a page that never settles is a finding, not a stalled suite
-            reports[path] = await asyncio.wait_for(check_tab(tab, server, path, options[path]), PAGE_TIMEOUT)
+            reports[path] = await asyncio.wait_for(check_tab(tab, server, path, colour[path]), PAGE_TIMEOUT)
         except asyncio.TimeoutError:
             reports[path] = [f"the page check did not finish within {PAGE_TIMEOUT} s"]
             await tab.close()
@@ -168,12 +168,22 @@ def switcher(tab, path: str):
     return tab.locator(f".md-select__link[hreflang={'en' if path.startswith('zh/') else 'zh'}]")
 
 
-def axe_options(contrast: bool) -> dict:
-    """Every axe-core rule; color-contrast only on the pages of tests/contrast_cover.py, whose
-    contexts cover every page's: it is axe's costliest rule, and on the other pages it
-    would check the same CSS on the same kinds of element again."""
-    rules = {} if contrast else {"color-contrast": {"enabled": False}}
-    return {"resultTypes": ["violations"], "rules": rules}
+# The axe-core rules each page check runs, in the page (axe-core 4.12, pinned with
+# axe-playwright-python). axe gives every finding its rule's impact (finalizeRuleResult), and only
+# serious and critical findings count here, so a rule that can find nothing worse than moderate
+# is not run: the same findings for about a third less of axe's CPU. The colour rules
+# (cat.color: color-contrast and link-in-text-block, axe's two costliest) run on the pages of
+# tests/contrast_cover.py only, whose contexts cover every page's: on the other pages they would
+# measure the same CSS on the same kinds of element again. ``axe._audit`` is axe's own rule list;
+# if a new axe renames it, every page check reports the error.
+AXE_RUN = """async colour => {
+  const rules = {};
+  for (const rule of axe._audit.rules)
+    if (!['serious', 'critical'].includes(rule.impact) || (!colour && rule.tags.includes('cat.color')))
+      rules[rule.id] = {enabled: false};
+  return (await axe.run(document, {resultTypes: ['violations'], rules})).violations;
+}"""
+AXE_SCRIPT = AsyncAxe().axe_script
 
 
 def html_file(site: Path, path: str) -> Path:
@@ -216,7 +226,7 @@ PROVENANCE_CLEAR = """() => {
 }"""
 
 
-async def check_tab(tab, server, path, options) -> list[str]:
+async def check_tab(tab, server, path, colour: bool) -> list[str]:
     """The checks of one page, in its own tab.
 
     The switcher is a plain link, so its target is checked here without following
@@ -228,7 +238,8 @@ async def check_tab(tab, server, path, options) -> list[str]:
         await tab.goto(server + path, wait_until="networkidle")
         if not await tab.locator("h1").count():
             problems.append("no h1")
-        violations = (await AsyncAxe().run(tab, options=options)).response["violations"]
+        await tab.evaluate(AXE_SCRIPT)
+        violations = await tab.evaluate(AXE_RUN, colour)
         problems += [f"axe {v['id']} ({v['impact']}): {v['help']} -> {[n['target'] for n in v['nodes']][:3]}"
                      for v in violations if v["impact"] in ("serious", "critical")]
         problems += await tab.evaluate(PROVENANCE_CLEAR)
@@ -262,18 +273,18 @@ def check_all(server, site: Path) -> dict[str, list[str]]:
     test_search_finds_the_page loads the real one in both languages.
     """
     contrast = contrast_cover.cover({path: html_file(site, path) for path in PATHS})
-    options = {path: axe_options(path in contrast) for path in PATHS}
-    keys = {path: page_key(site, path, options[path]) for path in PATHS}
+    colour = {path: path in contrast for path in PATHS}
+    keys = {path: page_key(site, path, colour[path]) for path in PATHS}
     reports = {path: [] for path in PATHS if check_cache.get(keys[path]) is not None}
     todo = [path for path in PATHS if path not in reports]
-    reports.update(check_in_tabs(server, site, todo, options) if todo else {})
+    reports.update(check_in_tabs(server, site, todo, colour) if todo else {})
     for path in todo:
         if not reports[path]:
             check_cache.put(keys[path], [])
     return reports
 
 
-def check_in_tabs(server, site: Path, paths: list[str], options: dict, tabs: int = 4) -> dict[str, list[str]]:
+def check_in_tabs(server, site: Path, paths: list[str], colour: dict, tabs: int = 4) -> dict[str, list[str]]:
     """``check_tab`` on each of these pages, in this many tabs of one browser."""
     async def run():
         async with async_playwright() as playwright:
@@ -281,7 +292,7 @@ def check_in_tabs(server, site: Path, paths: list[str], options: dict, tabs: int
             context = await browser.new_context()
             await context.route("**/search/search_index.json", functools.partial(without_documents, site))
             found, left = {}, list(paths)
-            await asyncio.gather(*(check_pages(context, server, left, options, found) for _ in range(tabs)))
+            await asyncio.gather(*(check_pages(context, server, left, colour, found) for _ in range(tabs)))
             await browser.close()
         return found
     return asyncio.run(run())
@@ -300,14 +311,14 @@ def empty_index(index: Path) -> str:
 LINKED = re.compile(r'<a\s[^>]*href="([^"#?:]+)')
 
 
-def page_key(site: Path, path: str, options: dict | None = None) -> str:
+def page_key(site: Path, path: str, colour: bool | None = None) -> str:
     """The page's HTML, every local file it loads, whether each page it links exists, and
-    the axe options it is checked with."""
+    whether the colour rules run on it."""
     html = html_file(site, path)
     text = without_commit(html.read_text(encoding="utf-8"), page_actions.build_facts()["commit"])
     linked = sorted(ref for ref in set(LINKED.findall(text)) if not (html.parent / ref).resolve().exists())
     return check_cache.key(f"page {path}", [check_cache.digest(text.encode()), check_cache.loaded(html, text),
-                                            linked, options],
+                                            linked, colour],
                            [Path(__file__)])
 
 
@@ -352,11 +363,29 @@ def test_each_page_checked_in_a_shared_tab_gets_its_own_problems(tmp_path):
         (tmp_path / name).mkdir()
         (tmp_path / name / "index.html").write_text(PAGE.format(name=name, extra=extra), encoding="utf-8")
     paths = ["noisy/", "clean/"]
-    reports = check_in_tabs(serve(tmp_path), tmp_path, paths, {p: axe_options(False) for p in paths}, tabs=1)
+    reports = check_in_tabs(serve(tmp_path), tmp_path, paths, {p: False for p in paths}, tabs=1)
     assert reports["clean/"] == []
     noisy = "\n".join(reports["noisy/"])
     for problem in ("console: noisy at load", "404: ", "missing.png", "console: noisy still running"):
         assert problem in noisy, noisy
+
+
+# A button with no name (critical), a skipped heading level (moderate), pale text (serious, a colour rule).
+FINDINGS = '<button></button><h4>a skipped level</h4><p style="color:#ccc;background:#fff">pale text</p>'
+
+
+@pytest.mark.reads()  # this file and the machine only
+def test_axe_reports_what_is_serious_or_critical_and_colour_where_asked(tmp_path):
+    """AXE_RUN: the same page, checked with and without the colour rules. A moderate finding is
+    never reported, the critical one always, the serious colour one only where asked."""
+    paths = ["colour/", "elsewhere/"]
+    for path in paths:
+        (tmp_path / path).mkdir()
+        (tmp_path / path / "index.html").write_text(PAGE.format(name=path[:-1], extra=FINDINGS), encoding="utf-8")
+    reports = check_in_tabs(serve(tmp_path), tmp_path, paths, {"colour/": True, "elsewhere/": False}, tabs=1)
+    found = {path: sorted(line.split(":")[0] for line in lines) for path, lines in reports.items()}
+    assert found == {"colour/": ["axe button-name (critical)", "axe color-contrast (serious)"],
+                     "elsewhere/": ["axe button-name (critical)"]}, reports
 
 
 def test_visits_key_follows_the_pages_visited_and_no_other(tmp_path):

@@ -16,6 +16,10 @@ machine's torch take the code paths of such a CPU:
   neither promises to honour it nor names its code path;
 * ``OMP_NUM_THREADS=1`` leaves one thread, as on a one-core laptop.
 
+The profiles do not draw the snippets' charts (``SNIPPET_FIGURES=off``, snippets/_figures.py):
+matplotlib draws the same way whatever torch's kernels, and the drawing was about half of a
+charting snippet's run (kv_cache.py: 2.2 of 3.8 s on the 2-core EPYC).
+
 ``test_profile_really_changes_the_kernels`` shows that they take effect here, as far
 as each library reports it on this CPU. Each
 snippet must also finish within half its timeout, which is what its time budget is
@@ -49,6 +53,7 @@ from tests.conftest import ROOT, background
 CODE = [Path(__file__), Path(snippets.__file__), Path(attribution.__file__)]  # a change to one reruns the profiles
 
 PROFILES = snippets.CPU_PROFILES
+NO_FIGURES = {"SNIPPET_FIGURES": "off"}  # snippets/_figures.py: nothing to learn from a chart on a weaker CPU
 # What each profile must show, where the CPU has at least that much.
 KERNELS = {"avx2": ("AVX2", "Intel AVX2", "AVX2"), "old-laptop": ("DEFAULT", "Intel SSE4.1", "SSE4.2")}
 PROBE = """
@@ -71,7 +76,8 @@ def run_profile(name: str) -> list[snippets.Result]:
             if kept is not None:
                 results.append(snippets.Result(**{**kept, "cached": True}))
                 continue
-            result = snippets.execute(path, snippets.output_dir(Path(tmp), path), env=PROFILES[name], preloaded=True)
+            result = snippets.execute(path, snippets.output_dir(Path(tmp), path), env=PROFILES[name] | NO_FIGURES,
+                                      preloaded=True)
             if result.ok:
                 check_cache.put(key, dataclasses.asdict(result))
             results.append(result)
@@ -120,6 +126,15 @@ def test_every_snippet_passes_within_half_its_timeout(name, profile_runs):
     assert not failed, f"under the {name} profile:\n\n" + "\n\n".join(failed)
     slow = [f"{r.path}: {r.seconds} s of {r.timeout} s" for r in results if r.seconds > r.timeout / 2]
     assert not slow, f"under the {name} profile, over half the timeout: {slow}"
+
+
+def test_the_profiles_draw_no_chart_and_the_build_does(profile_runs, snippet_results):
+    """NO_FIGURES reaches the snippets: a profile's runs leave no chart, and the build's runs of
+    the same snippets leave theirs (a profile that is the build's own runs is the build)."""
+    ran = [r for name in PROFILES if not snippets.profile_in_effect(name) for r in profile_runs[name]]
+    assert ran and not [r.path for r in ran if r.figures]
+    charted = [r.path for r in ran if "not drawn (SNIPPET_FIGURES=off)" in r.stdout]
+    assert charted and all(snippet_results[path].figures for path in charted)
 
 
 @pytest.mark.parametrize("name", PROFILES)
