@@ -35,9 +35,15 @@ def test_the_summary_ends_a_real_session(tmp_path):
         f"def test_other():\n    pytest.skip({OTHER.removeprefix('Skipped: ')!r})\n", encoding="utf-8")
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tests.conftest",
                            "--rootdir", str(tmp_path), "-c", str(tmp_path / "pytest.ini"), str(tmp_path)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120, env={**os.environ, "CHECK_CACHE": "1"})
+                          cwd=ROOT, capture_output=True, text=True, timeout=120, env=session_env())
     lines = proc.stdout.splitlines()
     assert proc.returncode == 0, proc.stdout + proc.stderr
     at = lines.index(f"2 {SUMMARY}")
     assert lines[at - 1] == f"1 skipped: {OTHER.removeprefix('Skipped: ')}"
     assert "3 skipped" in lines[at + 1], lines[at:]  # the totals come last
+
+
+def session_env() -> dict:
+    """The caller's environment for the inner session, but not its PYTEST_ variables: a caller's
+    PYTEST_ADDOPTS=--durations=50 would print its table after the lines this test reads."""
+    return {**{k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}, "CHECK_CACHE": "1"}
