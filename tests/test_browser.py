@@ -171,7 +171,7 @@ def switcher(tab, path: str):
 # The axe-core rules each page check runs, in the page (axe-core 4.12, pinned with
 # axe-playwright-python). axe gives every finding its rule's impact (finalizeRuleResult), and only
 # serious and critical findings count here, so a rule that can find nothing worse than moderate
-# is not run: the same findings for about a third less of axe's CPU. The colour rules
+# is not run: the same findings for 20 to 40 % less of axe's CPU on a page. The colour rules
 # (cat.color: color-contrast and link-in-text-block, axe's two costliest) run on the pages of
 # tests/contrast_cover.py only, whose contexts cover every page's: on the other pages they would
 # measure the same CSS on the same kinds of element again. ``axe._audit`` is axe's own rule list;
