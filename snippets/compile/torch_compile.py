@@ -12,6 +12,7 @@ launcher with) the script says what is missing and exits 0.
 # on the same machine; its timings are printed, never asserted.
 
 import logging
+import logging.handlers
 import os
 
 # One small kernel needs no pool of compile workers; on a 2-core machine starting
@@ -142,22 +143,12 @@ def gelu_tanh(x):
     return 0.5 * x * (1.0 + torch.tanh(0.7978845608 * (x + 0.044715 * x * x * x)))
 
 
-class Grab(logging.Handler):
-    """Keeps what torch's loggers emit, here the output_code artifact."""
-    def __init__(self):
-        super().__init__()
-        self.messages = []
-
-    def emit(self, record):
-        self.messages.append(record.getMessage())
-
-
 eager_ops = torch._dynamo.explain(gelu_tanh)(torch.randn(8)).op_count
 print(f"gelu_tanh in eager mode: {eager_ops} operations, each a pass over memory")
 assert eager_ops == 9
 
 torch._dynamo.reset()
-grab = Grab()
+grab = logging.handlers.BufferingHandler(capacity=10_000)  # keeps the records: the output_code artifact
 logging.getLogger("torch._inductor").addHandler(grab)
 torch._logging.set_logs(output_code=True)     # the same as TORCH_LOGS="output_code"
 compiled = torch.compile(gelu_tanh)           # backend "inductor", mode "default"
@@ -190,7 +181,7 @@ print(f"second call, same shape: no recompile; max |compiled - eager| = "
 
 
 # --8<-- [start:generated]
-code = next(m for m in grab.messages if m.startswith("Output code:")).splitlines()
+code = next(m for r in grab.buffer if (m := r.getMessage()).startswith("Output code:")).splitlines()
 kernels = [line.split(" = ")[0] for line in code
            if " = async_compile.cpp_pybinding(" in line or " = async_compile.triton(" in line]
 print(f"generated kernels: {kernels}")

@@ -6,6 +6,7 @@ Dynamo's part runs with backends that compile nothing, so it needs no C++ compil
 # snippet: timeout=240
 
 import logging
+import logging.handlers
 import sys
 import time
 from contextlib import contextmanager
@@ -52,27 +53,19 @@ def generate(decode, cache, pos, prefill=None, steps=STEPS):
     return torch.cat(tokens, dim=1)[0].tolist(), graphs
 
 
-class Kept(logging.Handler):
-    """Keeps the messages of one torch logger instead of printing them to stderr."""
-
-    def __init__(self):
-        super().__init__()
-        self.messages = []
-
-    def emit(self, record):
-        self.messages.append(record.getMessage())
-
-
 @contextmanager
 def kept(name: str):
-    log, kept_ = logging.getLogger(name), Kept()
+    """The messages of one torch logger meanwhile, kept instead of printed to stderr;
+    the list is filled as the block ends."""
+    log, handler, messages = logging.getLogger(name), logging.handlers.BufferingHandler(10_000), []
     propagate, log.propagate = log.propagate, False
-    log.addHandler(kept_)
+    log.addHandler(handler)
     try:
-        yield kept_.messages
+        yield messages
     finally:
-        log.removeHandler(kept_)
+        log.removeHandler(handler)
         log.propagate = propagate
+        messages += [record.getMessage() for record in handler.buffer]
 
 
 graphs_seen = []
