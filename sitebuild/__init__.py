@@ -10,6 +10,7 @@ rendered by ``sitebuild.output_blocks``, a Python-Markdown extension, from the r
 ``attribution``            which section was running as each line of output was printed
 ``forkserver``             snippet runs forked from an interpreter that has imported torch
 ``forked_spawn``           in those runs, the ranks that spawn starts, forked from it as well
+``forked_kernel``          the labs' Jupyter kernels, forked from it as well
 ``import_env``             the variables its imports read; a run that sets one is done fresh
 ``records``                hardware records, ``python3 -m sitebuild.records`` (standard library only)
 ``output_blocks``          the output blocks, record tabs and "Verified on" matrix (Markdown extension)

@@ -12,6 +12,9 @@ the same code as a fresh run's bootstrap (sitebuild/attribution.py: ``become``, 
 also notes which named section printed each line of stdout.
 What ``import torch`` printed to stderr is written first, as a fresh process would print it.
 The processes that multiprocessing's spawn starts in the child are forked too (``forked_spawn``).
+A lab's Jupyter kernel is such a child as well (``forked_kernel``): a job may ask for the file to be
+run as ``python -m`` runs a module, with arguments, and without forked ranks. A server whose caller
+goes away kills the child it waits for, and ends (``ended``).
 
 The server also imports ``torch._dynamo`` (``LATER``), which torch imports once a program builds
 an optimizer, DDP, FSDP, a DTensor or ``torch.compile``: 0.85 s of CPU in each of the 22 forked
@@ -66,21 +69,18 @@ class Server:
         track(self.proc.pid)
         self.buffer = b""
         ready = self.reply(time.monotonic() + 120)
-        if ready != {"ready": True}:
+        if not (ready and ready["ready"]):
             self.proc.kill()
             raise ServerGone(ready["why"] if ready else "the server did not import torch within 120 s")
+        self.silent = ready["silent"]  # importing torch printed nothing (a lab kernel may be forked)
 
     def run(self, path: Path, environ: dict, cwd: Path, timeout: float) -> tuple[int | None, str, str, list[list]] | None:
         """(exit code or None at the timeout, stdout, stderr, attribution); the child's process group is
         killed after. None: the run changed a variable that the server's imports read, and must be done fresh."""
         with tempfile.TemporaryDirectory(prefix="snippet-run-") as tmp:
             out, err, record = Path(tmp, "stdout"), Path(tmp, "stderr"), Path(tmp, "attribution")
-            job = {"path": str(path), "environ": environ, "cwd": str(cwd), "stdout": str(out), "stderr": str(err),
-                   "attribution": str(record)}
-            self.proc.stdin.write(json.dumps(job).encode() + b"\n")
-            self.proc.stdin.flush()
-            pid = self.reply(None)["pid"]
-            track(pid)
+            pid = self.start({"path": str(path), "environ": environ, "cwd": str(cwd), "stdout": str(out),
+                              "stderr": str(err), "attribution": str(record)})
             ended = self.reply(time.monotonic() + timeout)
             kill_group(pid)  # at the timeout, or what the snippet left behind
             untrack(pid)
@@ -90,6 +90,14 @@ class Server:
                 return None
             stdout, sections = attribution.read(out, record, Path(cwd, path))
             return None if ended is None else ended["code"], stdout, err.read_text(errors="replace"), sections
+
+    def start(self, job: dict) -> int:
+        """Fork a child for ``job`` (see ``child``); its pid. Its end is the server's next ``reply``."""
+        self.proc.stdin.write(json.dumps(job).encode() + b"\n")
+        self.proc.stdin.flush()
+        pid = self.reply(None)["pid"]
+        track(pid)
+        return pid
 
     def reply(self, deadline: float | None) -> dict | None:
         """The server's next line, or None if it does not come before ``deadline``."""
@@ -153,15 +161,26 @@ _lock = threading.Lock()
 def run(path: Path, environ: dict, cwd: Path, timeout: float) -> tuple[int | None, str, str, list[list]] | None:
     """Run ``path`` in a child of an idle server of this environment; start one if none is idle.
     None: it must be run fresh instead (``Server.run``)."""
+    server = take(environ, cwd)
+    result = server.run(path, environ, cwd, timeout)
+    give_back(server)
+    return result
+
+
+def take(environ: dict, cwd: Path) -> Server:
+    """An idle server of this environment, or a new one: the caller's until ``give_back``."""
     key = tuple(sorted((k, v) for k, v in environ.items() if k not in PER_RUN))
     with _lock:
         free = _idle.setdefault(key, [])
         server = free.pop() if free else None
     server = server or Server(environ, cwd)
-    result = server.run(path, environ, cwd, timeout)
+    server.key = key
+    return server
+
+
+def give_back(server: Server):
     with _lock:
-        _idle[key].append(server)
-    return result
+        _idle[server.key].append(server)
 
 
 # The server side: ``python -m sitebuild.forkserver``, started by Server.
@@ -173,14 +192,32 @@ def serve():
     if later:
         send({"ready": False, "why": f"importing {', '.join(LATER)} printed: {later[-2000:]}"})
         return
-    send({"ready": True})
+    send({"ready": True, "silent": not preloaded})
     for line in sys.stdin.buffer:
         job = json.loads(line)
         pid = os.fork()
         if pid == 0:
             child(job, preloaded)  # never returns: the child exits like an interpreter
         send({"pid": pid})
-        send({"code": os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])})
+        send({"code": ended(pid)})
+
+
+def ended(pid: int) -> int:
+    """The child's exit code. If the caller goes away first (stdin closes: it writes nothing while a
+    child runs), the child's process group is killed and the server exits: the build was killed,
+    and a lab's kernel (sitebuild/forked_kernel.py) would otherwise wait for messages forever."""
+    try:
+        handle = os.pidfd_open(pid)
+    except OSError:  # Linux before 5.3
+        return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    try:
+        while handle not in select.select([handle, 0], [], [])[0]:
+            if not os.read(0, 1):
+                kill_group(pid)
+                os._exit(1)
+    finally:
+        os.close(handle)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
 
 
 def import_quietly(modules) -> str:
@@ -217,10 +254,14 @@ def child(job: dict, preloaded: str):
     sys.stderr.write(preloaded)
     path = job["path"]
     attribution.become(path)
+    if job.get("as_module") and not sys.flags.safe_path:  # python -m: the working directory first
+        sys.path[0] = os.getcwd()
+    sys.argv += job.get("args", [])
     folder = Path(job["stdout"]).parent
     import_env.watch(folder)
-    forked_spawn.install(folder)  # ranks started by spawn fork too, and are watched too
-    attribution.run(path, job["attribution"])  # as __main__, its sections noted; exits as an interpreter
+    if job.get("fork_ranks", True):
+        forked_spawn.install(folder)  # ranks started by spawn fork too, and are watched too
+    attribution.run(path, job.get("attribution"))  # as __main__, its sections noted; exits as an interpreter
 
 
 def redirect(fd: int, name: str, flags: int):

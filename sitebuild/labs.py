@@ -50,7 +50,9 @@ Labs are jupytext-markdown files, ``docs/labs/<name>.md`` and ``<name>.zh.md``
   a Chinese one, while the page's table of contents (and Material's skip link) uses
   Python-Markdown's slugs: ``#_2``, or ``#mlp_1`` for a second heading slugged ``mlp``.
   Each heading takes the id its contents entry links, in order, as on other pages.
-* Kernels: nbclient talks to each kernel over IPC (Unix sockets in a private folder)
+* Kernels: on Linux each is forked from an interpreter that has imported torch
+  (sitebuild/forked_kernel.py), as the snippets are: about 15 s less of CPU for the ten labs
+  on a 2-core EPYC. nbclient talks to each kernel over IPC (Unix sockets in a private folder)
   instead of TCP on localhost, where any local user could connect to the kernel's ports
   and where ipykernel warns about unencrypted TCP on every start (Windows keeps TCP).
 * Dead loaders: the mermaid loader is dropped from pages without a diagram (none
@@ -76,6 +78,7 @@ from pathlib import Path, PurePath
 
 import jupytext
 import nbformat
+from jupyter_client.manager import AsyncKernelManager
 from mkdocs.exceptions import PluginError
 from mkdocs.plugins import get_plugin_logger
 from nbclient import NotebookClient
@@ -83,6 +86,7 @@ from nbclient.exceptions import CellExecutionError
 from traitlets.config import Config
 
 from sitebuild import forkserver, snippets
+from sitebuild.forked_kernel import ForkedKernelManager
 from sitebuild.language import language
 from sitebuild.notebook_css import external_css, without_dead_loaders
 from sitebuild.snippets import ROOT
@@ -139,33 +143,44 @@ def execute(lab: Path) -> nbformat.NotebookNode:
     kept = stored(lab)
     if kept.is_file():
         return join_streams(nbformat.read(kept, as_version=4))  # also a run stored before it joined them
-    notebook = read(lab)
-    kernel = []  # its process group, which serve's Ctrl+C does not reach (forkserver.stop kills it)
-
-    def started(notebook):
-        kernel.append(client.km.provisioner.pid)
-        forkserver.track(kernel[0])
-
-    with tempfile.TemporaryDirectory(prefix="lab-kernel-") as sockets:
-        client = NotebookClient(notebook, timeout=CELL_TIMEOUT, kernel_name="python3", on_notebook_start=started,
-                                resources={"metadata": {"path": str(LABS)}}, config=transport(sockets))
-        try:
-            client.execute()
-        except Exception as error:
-            if forkserver.stopped():  # killed by it, whatever nbclient made of that
-                raise forkserver.Stopped("the lab runs were stopped") from None
-            if isinstance(error, CellExecutionError):
-                raise PluginError(f"lab {lab.relative_to(ROOT)} failed:\n{error}") from None
-            raise
-        finally:
-            for pid in kernel:
-                forkserver.untrack(pid)
+    notebook = run(lab, forked=forkserver.AVAILABLE)
     log.info(f"lab {lab.relative_to(ROOT)} executed")
     join_streams(notebook)
     EXECUTED.mkdir(parents=True, exist_ok=True)
     for old in EXECUTED.glob(f"{lab.stem}-*.ipynb"):
         old.unlink()
     nbformat.write(notebook, kept)
+    return notebook
+
+
+def run(lab: Path, forked: bool) -> nbformat.NotebookNode:
+    """The lab run in a new kernel: ``forked`` from a fork server's interpreter where it can be
+    (sitebuild/forked_kernel.py), else a new interpreter, as for a lab that sets what torch's
+    import reads."""
+    notebook = read(lab)
+    kernel = []  # its provisioner: nbclient forgets its kernel manager once the run ends
+
+    def started(notebook):
+        kernel.append(client.km.provisioner)
+        forkserver.track(kernel[0].pid)  # its process group, which serve's Ctrl+C does not reach
+
+    with tempfile.TemporaryDirectory(prefix="lab-kernel-") as sockets:
+        client = NotebookClient(notebook, timeout=CELL_TIMEOUT, kernel_name="python3", on_notebook_start=started,
+                                resources={"metadata": {"path": str(LABS)}}, config=transport(sockets),
+                                kernel_manager_class=ForkedKernelManager if forked else AsyncKernelManager)
+        try:
+            client.execute()
+        except Exception as error:
+            if forkserver.stopped():  # killed by it, whatever nbclient made of that
+                raise forkserver.Stopped("the lab runs were stopped") from None
+            if forked and kernel and kernel[0].changed_at_import():
+                return run(lab, forked=False)
+            if isinstance(error, CellExecutionError):
+                raise PluginError(f"lab {lab.relative_to(ROOT)} failed:\n{error}") from None
+            raise
+        finally:
+            for provisioner in kernel:
+                forkserver.untrack(provisioner.pid)
     return notebook
 
 

@@ -161,6 +161,7 @@ READS = {name: ("snippets",) for name in ("test_arrays.py", "test_compile.py", "
 MACHINERY = ("mkdocs.yml", "overrides", "hooks", "sitebuild", "records", "snippets")
 READS.update({"test_serve.py": MACHINERY, "test_bad_input.py": MACHINERY, "test_properdocs.py": MACHINERY})
 READS["test_forkserver.py"] = ("sitebuild",)  # its own demo scripts, run by sitebuild's fork servers
+READS["test_forked_kernel.py"] = ("sitebuild",)  # its own demo labs, run by sitebuild's fork servers
 READS_TEST = {"test_profile_really_changes_the_kernels": (),  # torch and the machine only
               "test_a_run_on_this_cpu_becomes_a_record_the_build_shows": ("notebooks", "snippets", "sitebuild")}
 

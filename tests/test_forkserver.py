@@ -81,6 +81,15 @@ def test_a_run_that_sets_what_the_preloaded_imports_read_is_done_fresh(tmp_path,
     assert (forked.returncode, forked.stdout) == (fresh.returncode, fresh.stdout)
 
 
+def test_a_variable_that_inductor_sets_for_its_own_kernels_stops_no_forked_run(tmp_path):
+    """Named like what C code reads, but read only by the CPU kernels Inductor loads in the same
+    process, after setting it (sitebuild/import_env.py): a lab that compiles stays forked."""
+    demo = tmp_path / "demo.py"
+    demo.write_text('import os, sys\nos.environ["_TORCHINDUCTOR_PYOBJECT_TENSOR_DATA_PTR"] = "1"\n'
+                    'print("torch" in sys.modules)\n', encoding="utf-8")
+    assert run(demo, preloaded=True).stdout == "True\n"
+
+
 def test_a_forked_run_is_killed_at_its_timeout_and_the_server_goes_on(tmp_path):
     hang = tmp_path / "hang.py"
     hang.write_text("import time\nprint('started', flush=True)\ntime.sleep(600)\n", encoding="utf-8")
