@@ -161,12 +161,13 @@ def main():
     run(path, record)
 
 
-def become(path: str):
-    """``sys.argv``, ``sys.orig_argv`` and ``sys.path[0]`` as ``python <path>`` sets them."""
+def become(path: str, as_module: bool = False):
+    """``sys.argv``, ``sys.orig_argv`` and ``sys.path[0]`` as ``python <path>`` sets them; ``as_module``,
+    ``sys.path[0]`` as ``python -m`` sets it for the module in that file: the working directory."""
     sys.argv = [path]
     sys.orig_argv = [*sys.orig_argv[:1], path]
     if not sys.flags.safe_path:  # -P / PYTHONSAFEPATH: no script folder, as python x.py would add none
-        sys.path[0] = os.path.dirname(os.path.realpath(path))
+        sys.path[0] = os.getcwd() if as_module else os.path.dirname(os.path.realpath(path))
 
 
 def run(path: str, record: str | None = None):

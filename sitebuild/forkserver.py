@@ -253,9 +253,7 @@ def child(job: dict, preloaded: str):
     sys.stderr = unbuffered(2, sys.__stderr__)
     sys.stderr.write(preloaded)
     path = job["path"]
-    attribution.become(path)
-    if job.get("as_module") and not sys.flags.safe_path:  # python -m: the working directory first
-        sys.path[0] = os.getcwd()
+    attribution.become(path, job.get("as_module", False))
     sys.argv += job.get("args", [])
     folder = Path(job["stdout"]).parent
     import_env.watch(folder)
