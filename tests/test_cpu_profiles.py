@@ -28,8 +28,8 @@ Under `make test`, a snippet that passed under a profile is not run again under 
 until it, a module it imports, this file or the machine changes (tests/check_cache.py).
 
 The runs start as soon as the tests are collected (``start``, from conftest.py), in
-the background, side by side: the build and the later tests leave a core idle at
-times. Where this process already runs as a profile (``make bench`` sets its
+the background, side by side, one thread each (``ONE_THREAD``): the build and the later
+tests leave a core idle at times. Where this process already runs as a profile (``make bench`` sets its
 variables; CI's EPYC is the avx2 profile), the build's own runs of the snippets are
 that profile's runs, and they are not repeated.
 """
@@ -54,6 +54,10 @@ CODE = [Path(__file__), Path(snippets.__file__), Path(attribution.__file__)]  # 
 
 PROFILES = snippets.CPU_PROFILES
 NO_FIGURES = {"SNIPPET_FIGURES": "off"}  # snippets/_figures.py: nothing to learn from a chart on a weaker CPU
+# One thread per run, as the build's side-by-side runs have (sitebuild/results.run_all): the profiles run
+# beside the build and each other, and two threads per process on two cores spin against each other
+# (inference/speculative.py: 65 s under the avx2 profile in a fresh-clone suite on the AMX Xeon, 7 s alone).
+ONE_THREAD = {"OMP_NUM_THREADS": "1"}
 # What each profile must show, where the CPU has at least that much.
 KERNELS = {"avx2": ("AVX2", "Intel AVX2", "AVX2"), "old-laptop": ("DEFAULT", "Intel SSE4.1", "SSE4.2")}
 PROBE = """
@@ -76,7 +80,7 @@ def run_profile(name: str) -> list[snippets.Result]:
             if kept is not None:
                 results.append(snippets.Result(**{**kept, "cached": True}))
                 continue
-            result = snippets.execute(path, snippets.output_dir(Path(tmp), path), env=PROFILES[name] | NO_FIGURES,
+            result = snippets.execute(path, snippets.output_dir(Path(tmp), path), env=PROFILES[name] | NO_FIGURES | ONE_THREAD,
                                       preloaded=True)
             if result.ok:
                 check_cache.put(key, dataclasses.asdict(result))
@@ -126,6 +130,13 @@ def test_every_snippet_passes_within_half_its_timeout(name, profile_runs):
     assert not failed, f"under the {name} profile:\n\n" + "\n\n".join(failed)
     slow = [f"{r.path}: {r.seconds} s of {r.timeout} s" for r in results if r.seconds > r.timeout / 2]
     assert not slow, f"under the {name} profile, over half the timeout: {slow}"
+
+
+def test_each_profile_run_has_one_thread(profile_runs):
+    """ONE_THREAD reaches the snippets: benchmarking.py prints the threads torch uses."""
+    ran = [r for name in PROFILES if not snippets.profile_in_effect(name) for r in profile_runs[name]
+           if r.path == "snippets/performance/benchmarking.py"]
+    assert ran and all("torch.get_num_threads() = 1;" in r.stdout for r in ran), [r.stdout[-600:] for r in ran]
 
 
 def test_the_profiles_draw_no_chart_and_the_build_does(profile_runs, snippet_results):
