@@ -1,6 +1,7 @@
 """A lab's kernel forked from a server that has imported torch shows what a new kernel shows
 (sitebuild/forked_kernel.py): the build runs every lab that way on Linux."""
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -72,7 +73,7 @@ def test_a_forked_kernel_does_not_outlive_a_killed_build(tmp_path):
     pid_file = tmp_path / "kernel.pid"
     path = lab(tmp_path, f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(600)")
     build = subprocess.Popen([sys.executable, "-c", f"from sitebuild import labs; labs.run(labs.Path({str(path)!r}), True)"],
-                             cwd=ROOT)
+                             cwd=ROOT, env=dict(os.environ, TMPDIR=str(tmp_path)))  # the folders a killed build leaves
     deadline = time.monotonic() + 60
     while not (pid_file.is_file() and pid_file.read_text()) and time.monotonic() < deadline:
         time.sleep(0.1)
