@@ -47,9 +47,14 @@ class ForkedKernel:
         self.pid = server.start(job)
 
     def poll(self) -> int | None:
-        return self.wait(time.monotonic())
+        return self._ended(time.monotonic())
 
-    def wait(self, deadline: float | None = None) -> int | None:
+    def wait(self) -> int | None:
+        return self._ended(None)
+
+    def _ended(self, deadline: float | None) -> int | None:
+        """The exit code once the server reports it (waiting until ``deadline``, None: for ever), and
+        the kernel's leftovers cleared; None while it runs. Not Popen.wait's ``timeout``, hence private."""
         if self.returncode is None and (ended := self.server.reply(deadline)) is not None:
             self.returncode = ended["code"]
             forkserver.kill_group(self.pid)  # what the lab left running
