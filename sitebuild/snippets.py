@@ -43,8 +43,6 @@ CPU_PROFILES = {
     "old-laptop": {"ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": "SSE41",
                    "MKL_ENABLE_INSTRUCTIONS": "SSE4_2", "OMP_NUM_THREADS": "1"},
 }
-# What the avx2 profile switches off: oneDNN's AVX2_VNNI, AVX-512 and AMX code paths.
-ABOVE_AVX2 = {"avx_vnni", "avx512f", "amx_tile"}
 
 # Where snippets run. Printed by a child process so that the caller needs no torch.
 PROBE = r"""
@@ -145,12 +143,9 @@ def cpu_flags() -> set[str]:
 
 
 def profile_in_effect(name: str) -> bool:
-    """Whether this process already runs as that CPU profile: its variables are set
-    here (as ``make bench`` does), or, for avx2, the CPU has AVX2 and nothing above."""
-    if all(os.environ.get(key) == value for key, value in CPU_PROFILES[name].items()):
-        return True
-    flags = cpu_flags()
-    return name == "avx2" and "avx2" in flags and not flags & ABOVE_AVX2
+    """Whether this process already runs as that CPU profile: its variables are set here, as
+    ``make bench PROFILE=...`` does."""
+    return all(os.environ.get(key) == value for key, value in CPU_PROFILES[name].items())
 
 
 def discover() -> list[Path]:

@@ -1,14 +1,15 @@
-"""Every snippet runs as the build runs it, on weaker CPUs: forked from an interpreter that
-imported torch under the profile's variables, which prints what ``python snippets/...py`` prints
-(sitebuild/forkserver.py, tests/test_forkserver.py). Only a snippet marked
-``# snippet: cpu-independent`` is left out, and it says why: what it asserts cannot depend on
-the CPU's kernels or threads (counts, shapes, collectives, API behaviour, two computations on
-the same machine that must agree), and its timings are printed, never asserted. A snippet
-that keeps a time budget stays in, so the profiles show that the budget holds on a slow CPU.
+"""Every snippet runs as the build runs it, on the weakest CPU a reader brings: forked from an
+interpreter that imported torch under the profile's variables, which prints what
+``python snippets/...py`` prints (sitebuild/forkserver.py, tests/test_forkserver.py). Only a
+snippet marked ``# snippet: cpu-independent`` is left out, and it says why: what it asserts
+cannot depend on the CPU's kernels or threads (counts, shapes, collectives, API behaviour, two
+computations on the same machine that must agree), and its timings are printed, never
+asserted. A snippet that keeps a time budget stays in, so the profile shows that the budget
+holds on a slow CPU.
 
 CI and readers do not share one CPU model: one CI host is a Xeon with AMX, another an
 AMD EPYC with AVX2 only, and readers bring old laptops. These variables make this
-machine's torch take the code paths of such a CPU:
+machine's torch take the code paths of such a CPU (``snippets.CPU_PROFILES``):
 
 * ``ATEN_CPU_CAPABILITY`` picks ATen's vectorised kernels (``default`` = no AVX);
 * ``ONEDNN_MAX_CPU_ISA`` caps oneDNN (bf16 matmuls, convolutions);
@@ -16,22 +17,30 @@ machine's torch take the code paths of such a CPU:
   neither promises to honour it nor names its code path;
 * ``OMP_NUM_THREADS=1`` leaves one thread, as on a one-core laptop.
 
-The profiles do not draw the snippets' charts (``SNIPPET_FIGURES=off``, snippets/_figures.py):
-matplotlib draws the same way whatever torch's kernels, and the drawing was about half of a
+The suite runs one profile, ``old-laptop`` (``SUITE``): no AVX and one thread. It lies below
+the AVX2-only EPYC in every way a snippet can tell (ATen, oneDNN and MKL on a lower ISA, no
+AMX or AVX-512 bf16, fewer threads, slower), so a claim that holds there and on this machine
+holds on the EPYC too; the one snippet that branches on the ISA, gpu/benchmark.py, takes the
+same branch on both (no AMX). The ``avx2`` profile stays for `make bench`, which emulates the
+EPYC for whole builds, and a CI run on the EPYC is itself an AVX2 run. Running it here too
+cost 33 runs and about 190 s of a core in each fresh-clone suite on the AMX Xeon.
+
+The profile draws no chart (``SNIPPET_FIGURES=off``, snippets/_figures.py): matplotlib
+draws the same way whatever torch's kernels, and the drawing was about half of a
 charting snippet's run (kv_cache.py: 2.2 of 3.8 s on the 2-core EPYC).
 
-``test_profile_really_changes_the_kernels`` shows that they take effect here, as far
+``test_profile_really_changes_the_kernels`` shows that both profiles take effect here, as far
 as each library reports it on this CPU. Each
 snippet must also finish within half its timeout, which is what its time budget is
 for. Each snippet's seconds are written to ``test-artifacts/cpu-profiles.txt``.
-Under `make test`, a snippet that passed under a profile is not run again under it
+Under `make test`, a snippet that passed under the profile is not run again under it
 until it, a module it imports, this file or the machine changes (tests/check_cache.py).
 
 The runs start as soon as the tests are collected (``start``, from conftest.py), in
-the background, side by side, one thread each (``ONE_THREAD``): the build and the later
-tests leave a core idle at times. Where this process already runs as a profile (``make bench`` sets its
-variables; CI's EPYC is the avx2 profile), the build's own runs of the snippets are
-that profile's runs, and they are not repeated.
+the background, one after another: the build and the later tests leave a core idle at
+times. Where this process already runs as the profile (``make bench PROFILE=old-laptop``
+sets its variables), the build's own runs of the snippets are the profile's runs, and
+they are not repeated.
 """
 
 import dataclasses
@@ -53,11 +62,8 @@ from tests.conftest import ROOT, background
 CODE = [Path(__file__), Path(snippets.__file__), Path(attribution.__file__)]  # a change to one reruns the profiles
 
 PROFILES = snippets.CPU_PROFILES
+SUITE = ("old-laptop",)  # the profiles the suite runs every snippet under (see above)
 NO_FIGURES = {"SNIPPET_FIGURES": "off"}  # snippets/_figures.py: nothing to learn from a chart on a weaker CPU
-# One thread per run, as the build's side-by-side runs have (sitebuild/results.run_all): the profiles run
-# beside the build and each other, and two threads per process on two cores spin against each other
-# (inference/speculative.py: 65 s under the avx2 profile in a fresh-clone suite on the AMX Xeon, 7 s alone).
-ONE_THREAD = {"OMP_NUM_THREADS": "1"}
 # What each profile must show, where the CPU has at least that much.
 KERNELS = {"avx2": ("AVX2", "Intel AVX2", "AVX2"), "old-laptop": ("DEFAULT", "Intel SSE4.1", "SSE4.2")}
 PROBE = """
@@ -80,7 +86,7 @@ def run_profile(name: str) -> list[snippets.Result]:
             if kept is not None:
                 results.append(snippets.Result(**{**kept, "cached": True}))
                 continue
-            result = snippets.execute(path, snippets.output_dir(Path(tmp), path), env=PROFILES[name] | NO_FIGURES | ONE_THREAD,
+            result = snippets.execute(path, snippets.output_dir(Path(tmp), path), env=PROFILES[name] | NO_FIGURES,
                                       preloaded=True)
             if result.ok:
                 check_cache.put(key, dataclasses.asdict(result))
@@ -96,14 +102,14 @@ def profiled() -> list[Path]:
 def start() -> dict[str, Future]:
     """Each profile that this process is not already running as, in the background."""
     return {name: background(f"profile {name}", run_profile, name)
-            for name in PROFILES if not snippets.profile_in_effect(name)}
+            for name in SUITE if not snippets.profile_in_effect(name)}
 
 
 @pytest.fixture(scope="module")
 def profile_runs(request) -> dict[str, list[snippets.Result]]:
     started = start()  # the same runs when conftest.py started them at collection
     runs, lines = {}, []
-    for name in PROFILES:
+    for name in SUITE:
         if name in started:
             runs[name], source = started[name].result(), ""
         else:
@@ -123,7 +129,7 @@ def profile_runs(request) -> dict[str, list[snippets.Result]]:
     return runs
 
 
-@pytest.mark.parametrize("name", PROFILES)
+@pytest.mark.parametrize("name", SUITE)
 def test_every_snippet_passes_within_half_its_timeout(name, profile_runs):
     results = profile_runs[name]
     failed = [r.failure() for r in results if not r.ok]
@@ -133,8 +139,9 @@ def test_every_snippet_passes_within_half_its_timeout(name, profile_runs):
 
 
 def test_each_profile_run_has_one_thread(profile_runs):
-    """ONE_THREAD reaches the snippets: benchmarking.py prints the threads torch uses."""
-    ran = [r for name in PROFILES if not snippets.profile_in_effect(name) for r in profile_runs[name]
+    """The profile's one thread reaches the forked snippets: benchmarking.py prints the threads
+    torch uses (the fork server imported torch under the profile's variables)."""
+    ran = [r for name in SUITE if not snippets.profile_in_effect(name) for r in profile_runs[name]
            if r.path == "snippets/performance/benchmarking.py"]
     assert ran and all("torch.get_num_threads() = 1;" in r.stdout for r in ran), [r.stdout[-600:] for r in ran]
 
@@ -142,7 +149,7 @@ def test_each_profile_run_has_one_thread(profile_runs):
 def test_the_profiles_draw_no_chart_and_the_build_does(profile_runs, snippet_results):
     """NO_FIGURES reaches the snippets: a profile's runs leave no chart, and the build's runs of
     the same snippets leave theirs (a profile that is the build's own runs is the build)."""
-    ran = [r for name in PROFILES if not snippets.profile_in_effect(name) for r in profile_runs[name]]
+    ran = [r for name in SUITE if not snippets.profile_in_effect(name) for r in profile_runs[name]]
     assert ran and not [r.path for r in ran if any(f.endswith(".svg") for f in r.figures)]
     charted = [r.path for r in ran if "not drawn (SNIPPET_FIGURES=off)" in r.stdout]
     assert charted and all(snippet_results[path].figures for path in charted)
