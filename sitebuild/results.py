@@ -1,7 +1,8 @@
-"""Snippet results, kept on disk by the hash of their sources and of the machine.
+"""Snippet results, kept on disk by the hash of their sources, of the machine and of the
+variables set that pick its kernels and threads (``snippets.KERNEL_VARIABLES``).
 
-A result is computed once per change of a snippet (or of a local module it imports)
-and of the machine, in its own process group with its timeout, and read back from
+A result is computed once per change of a snippet (or of a local module it imports),
+of the machine or of those variables, in its own process group with its timeout, and read back from
 ``.cache/snippets/<key>/`` (or ``$SNIPPET_CACHE_DIR``) by every build and every
 engine after that. Failures are never written to disk, so the next build runs a
 failed snippet again; within one process each key is run at most once.
@@ -31,8 +32,11 @@ def cache_dir() -> Path:
 
 
 def cache_key(path: Path) -> str:
-    """The machine and the sources' hashes: the same hashes a hardware record keeps."""
-    key = [FORMAT, snippets.machine(), snippets.source_hashes(path)]
+    """The machine, the variables set here that pick its kernels and threads (a CPU profile's, as
+    `make bench` sets them, or a reader's own), and the sources' hashes: the same hashes a hardware
+    record keeps. Without the variables, a build under a profile took the native runs from the cache."""
+    chosen = {name: os.environ[name] for name in snippets.KERNEL_VARIABLES if name in os.environ}
+    key = [FORMAT, snippets.machine(), chosen, snippets.source_hashes(path)]
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
 
 

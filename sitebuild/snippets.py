@@ -43,6 +43,7 @@ CPU_PROFILES = {
     "old-laptop": {"ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": "SSE41",
                    "MKL_ENABLE_INSTRUCTIONS": "SSE4_2", "OMP_NUM_THREADS": "1"},
 }
+KERNEL_VARIABLES = sorted({name for profile in CPU_PROFILES.values() for name in profile})
 
 # Where snippets run. Printed by a child process so that the caller needs no torch.
 PROBE = r"""

@@ -39,6 +39,20 @@ def test_cache_key_follows_content(tmp_path, patch_snippets):
     assert len({first, second, results.cache_key(snippet)}) == 3
 
 
+def test_cache_key_follows_the_variables_that_pick_kernels():
+    """A build under a CPU profile (make bench) runs its snippets, never taking the native results.
+    Worked out in child processes: a variable set in this one would reach the builds that
+    background jobs start meanwhile."""
+    snippet = snippets.SNIPPETS / "pytorch" / "tensors.py"
+    native = {k: v for k, v in os.environ.items() if k not in snippets.KERNEL_VARIABLES}
+
+    def key(env):
+        code = f"from pathlib import Path; from sitebuild import results; print(results.cache_key(Path({str(snippet)!r})))"
+        return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                              check=True, timeout=120).stdout
+    assert key(native) == key(native) != key(native | snippets.CPU_PROFILES["old-laptop"])
+
+
 def test_options_are_read(tmp_path):
     snippet = tmp_path / "slow.py"
     snippet.write_text('"""Doc."""\n# snippet: timeout=7 serial\nprint(1)\n')
