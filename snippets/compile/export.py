@@ -248,6 +248,13 @@ for bad in (torch.randn(65, 16, device=device), torch.randn(4, 17, device=device
         print(f"  shape {list(bad.shape)} refused: {first_line(error)}")
 # --8<-- [end:dynamic]
 
+# Off the page: AOTInductor precompiles the headers its wrapper includes, about 10 s of a core
+# on a machine's first compile, and keeps them in /tmp/torchinductor_<user>, not in
+# TORCHINDUCTOR_CACHE_DIR, under a name that follows the compiler's flags (a new virtual
+# environment's include paths give a new pair of about 150 MB each; torch/_inductor/codecache.py,
+# _HEADER_DIR). For one small model that costs more than it saves.
+torch._inductor.config.aot_inductor.precompile_headers = False
+
 
 # --8<-- [start:aoti]
 def kind_of(name: str) -> tuple[str, str]:
