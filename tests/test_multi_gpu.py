@@ -8,6 +8,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -20,17 +21,18 @@ SHARD = re.compile(r"\[node 0, local rank (\d), rank (\d)/4\] epoch (\d): shard 
 def torchrun(script: str, ranks: int, ok: bool = True) -> str:
     """stdout of `torchrun --standalone` on 127.0.0.1, or its stderr where the run is to
     fail (ok=False); fails on another outcome or on a leftover process."""
-    env = dict(os.environ, GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1")
-    proc = subprocess.Popen([str(TORCHRUN), "--standalone", f"--nproc_per_node={ranks}",
-                             str(ROOT / "snippets" / "multi_gpu" / script)],
-                            cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=150)
-    finally:
-        if proc.poll() is None:  # timed out: take torchrun and its workers down
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
+    with tempfile.TemporaryDirectory() as temp:  # torchrun's torchelastic_* log folder goes there, not to /tmp
+        env = dict(os.environ, GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1", TMPDIR=temp)
+        proc = subprocess.Popen([str(TORCHRUN), "--standalone", f"--nproc_per_node={ranks}",
+                                 str(ROOT / "snippets" / "multi_gpu" / script)],
+                                cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True)
+        try:
+            out, err = proc.communicate(timeout=150)
+        finally:
+            if proc.poll() is None:  # timed out: take torchrun and its workers down
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()
     assert (proc.returncode == 0) == ok, err[-3000:] if ok else out[-3000:]
     assert "terminate called" not in err
     try:  # every worker exited with torchrun: its process group is empty
