@@ -47,6 +47,9 @@ def pytest_configure(config):
         # torch.compile's kernels too: torch's default folder in /tmp outlives a run, and a warm one
         # hid a cold compile's cost (and anything that fails only cold) from every run but a new machine's.
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="inductor-cache-")
+        # And load_inline's C++ extensions (snippets/compile/kernel_ops.py): in ~/.cache/torch_extensions
+        # they outlive the run, and ninja does not build them again while the sources and flags hold.
+        os.environ["TORCH_EXTENSIONS_DIR"] = tempfile.mkdtemp(prefix="torch-extensions-")
     os.environ["NO_MKDOCS_2_WARNING"] = "1"
     # One build date for every build of the session (sitebuild/build_info.built): the two engines'
     # sites are compared byte for byte, also when the run crosses midnight.
@@ -213,9 +216,8 @@ def pytest_collection_finish(session):
 
 def pytest_unconfigure(config):
     if not check_cache.enabled():
-        shutil.rmtree(os.environ["SNIPPET_CACHE_DIR"], ignore_errors=True)
-        shutil.rmtree(os.environ["LAB_CACHE_DIR"], ignore_errors=True)
-        shutil.rmtree(os.environ["SEARCH_CACHE_DIR"], ignore_errors=True)
+        for name in ("SNIPPET_CACHE_DIR", "LAB_CACHE_DIR", "SEARCH_CACHE_DIR", "TORCH_EXTENSIONS_DIR"):
+            shutil.rmtree(os.environ[name], ignore_errors=True)
         for folder in Path(os.environ["TORCHINDUCTOR_CACHE_DIR"]).parent.glob(
                 Path(os.environ["TORCHINDUCTOR_CACHE_DIR"]).name + "*"):  # the CPU profiles' too (snippets.inductor_cache)
             shutil.rmtree(folder, ignore_errors=True)
