@@ -95,7 +95,8 @@ def build_with(name: str, project: Path) -> subprocess.CompletedProcess:
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, target)
     FAULTS[name](project)
-    return mkdocs_build(project, project / "site")
+    # Its snippet runs are this file's, whichever test is in the foreground meanwhile (snippets.note_run).
+    return mkdocs_build(project, project / "site", env={"PYTEST_CURRENT_TEST": f"tests/test_bad_input.py::{name}"})
 
 
 def copy_for(site: Path, name: str) -> Path:
