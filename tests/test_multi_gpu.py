@@ -21,7 +21,9 @@ SHARD = re.compile(r"\[node 0, local rank (\d), rank (\d)/4\] epoch (\d): shard 
 def torchrun(script: str, ranks: int, ok: bool = True) -> str:
     """stdout of `torchrun --standalone` on 127.0.0.1, or its stderr where the run is to
     fail (ok=False); fails on another outcome or on a leftover process."""
-    with tempfile.TemporaryDirectory() as temp:  # torchrun's torchelastic_* log folder goes there, not to /tmp
+    # torchrun's torchelastic_* log folder goes there, not to /tmp; a worker left behind (reported below)
+    # may still write into it while it is removed.
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as temp:
         env = dict(os.environ, GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1", TMPDIR=temp)
         proc = subprocess.Popen([str(TORCHRUN), "--standalone", f"--nproc_per_node={ranks}",
                                  str(ROOT / "snippets" / "multi_gpu" / script)],
